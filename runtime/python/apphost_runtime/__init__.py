@@ -1,0 +1,3 @@
+"""apphost Cortex runtime (placeholder, being implemented)."""
+
+__version__ = "0.1.0"
