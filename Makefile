@@ -1,0 +1,77 @@
+# apphost: every target works from a fresh clone; `make test` and `make dev` install what they need.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Build caches live outside the work tree so fresh clones on the same machine reuse them.
+export APPHOST_CACHE ?= $(HOME)/.cache/apphost
+NODE_VERSION := 24.21.0
+PYTHON ?= python3
+VENV := runtime/python/.venv
+
+# Node 24 LTS when the machine's Node is older than 22 (this machine's is 20).
+NODE_BIN := $(shell NODE_VERSION=$(NODE_VERSION) hack/ensure-node.sh)
+export PATH := $(NODE_BIN):$(APPHOST_CACHE)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export APPHOST_PYTHON := $(CURDIR)/$(VENV)/bin/python
+
+.PHONY: help deps deps-node deps-python deps-tools build lint format test test-unit test-python dev bench manifests clean
+
+help:
+	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
+	@echo "make test   lint, then every test suite (installs what it needs)"
+	@echo "make bench  benchmarks, written to bench/RESULTS.md"
+	@echo "make build | lint | format | manifests | deps | clean"
+
+deps: deps-node deps-python deps-tools
+
+deps-node: node_modules/.stamp
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+deps-python: $(VENV)/.stamp
+$(VENV)/.stamp: runtime/python/requirements.txt runtime/python/requirements-dev.txt runtime/python/pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r runtime/python/requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e runtime/python
+	touch $@
+
+# etcd, kube-apiserver, kube-controller-manager, kubectl, nats-server and helm, built from pinned Go modules.
+deps-tools:
+	@if [ -n "$${KUBEBUILDER_ASSETS:-}" ]; then echo "using control-plane binaries from KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; fi
+	hack/build-tools.sh
+
+build: deps-node
+	tsc -p tsconfig.build.json
+
+lint: deps-node deps-python
+	biome check .
+	tsc -p tsconfig.json --noEmit
+	$(VENV)/bin/ruff check runtime/python
+	$(VENV)/bin/ruff format --check runtime/python
+
+format: deps-node deps-python
+	biome check --write .
+	$(VENV)/bin/ruff format runtime/python
+	$(VENV)/bin/ruff check --fix runtime/python
+
+test: deps lint test-python test-unit
+
+test-python: deps-python
+	cd runtime/python && .venv/bin/python -m pytest -q
+
+test-unit: deps
+	vitest run
+
+dev: deps build
+	node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json
+
+bench: deps build
+	node bench/run.ts
+
+manifests: deps-node deps-tools
+	hack/render-manifests.sh
+
+clean:
+	rm -rf dist node_modules $(VENV) coverage .apphost bench/.out "$(APPHOST_CACHE)"

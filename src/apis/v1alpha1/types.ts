@@ -1,0 +1,102 @@
+/**
+ * apphost.dev/v1alpha1: the App and DomainAssignment custom resources, as TypeScript types.
+ * crds/*.yaml is the schema the API server enforces; these types mirror it (keep them in step).
+ */
+export const GROUP = 'apphost.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+export const APP_PLURAL = 'apps';
+export const DOMAIN_ASSIGNMENT_PLURAL = 'domainassignments';
+
+/** A project is a namespace carrying this label; its value is the project_id. */
+export const PROJECT_LABEL = 'apphost.dev/project';
+
+export const Runtime = { Cortex: 'cortex', Custom: 'custom' } as const;
+export type Runtime = (typeof Runtime)[keyof typeof Runtime];
+
+export const DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS = 900;
+export const MAX_RESPONSE_GRACE_PERIOD_SECONDS = 43_200;
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  finalizers?: string[];
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+  observedGeneration?: number;
+}
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } };
+}
+
+export interface AppSpec {
+  runtime: Runtime;
+  /** Container image: the runtime image with code baked in, the runtime base image, or a custom image. */
+  image?: string;
+  /** cortex: where the code comes from when it is not baked into the image. */
+  code?: { configMapRef?: { name: string } };
+  /** custom runtime settings. */
+  port?: number;
+  entrypoint?: string[];
+  healthcheckPath?: string;
+  readinessPath?: string;
+  env?: EnvVar[];
+  /** Secrets whose keys all become environment variables. */
+  envFromSecrets?: string[];
+  resources?: { cpu?: string; memory?: string; gpu?: number };
+  scaling?: { minReplicas?: number; maxReplicas?: number; replicaConcurrency?: number };
+  responseGracePeriodSeconds?: number;
+}
+
+export interface AppStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  url?: string;
+  readyReplicas?: number;
+  replicas?: number;
+}
+
+export interface App {
+  apiVersion: typeof API_VERSION;
+  kind: 'App';
+  metadata: ObjectMeta;
+  spec: AppSpec;
+  status?: AppStatus;
+}
+
+export interface DomainAssignmentSpec {
+  hostname: string;
+  /** The app this domain routes to; empty or absent when unassigned. */
+  appName?: string;
+  tlsSecretName?: string;
+}
+
+export interface DomainAssignmentStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface DomainAssignment {
+  apiVersion: typeof API_VERSION;
+  kind: 'DomainAssignment';
+  metadata: ObjectMeta;
+  spec: DomainAssignmentSpec;
+  status?: DomainAssignmentStatus;
+}

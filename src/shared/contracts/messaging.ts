@@ -1,0 +1,112 @@
+/**
+ * What crosses NATS between the gateway, the run worker, the webhook dispatcher and the management
+ * API. Changing a shape here is changing a wire format: bump `v` and keep reading the old one.
+ */
+export const RUNS_STREAM = 'RUNS';
+export const WEBHOOKS_STREAM = 'WEBHOOKS';
+/** KV bucket of run records, keyed by `runKey()`. */
+export const RUNS_BUCKET = 'apphost_runs';
+/** KV bucket of webhook delivery records, keyed by request id. */
+export const WEBHOOK_DELIVERIES_BUCKET = 'apphost_webhook_deliveries';
+
+export const runSubject = (projectId: string, appName: string) => `apphost.runs.${projectId}.${appName}`;
+export const webhookSubject = (projectId: string, appName: string) =>
+  `apphost.webhooks.${projectId}.${appName}`;
+/** Core NATS subject on which a cancel request for a running run is announced. */
+export const runCancelSubject = (runId: string) => `apphost.cancel.${runId}`;
+export const runKey = (projectId: string, appName: string, runId: string) =>
+  `${projectId}.${appName}.${runId}`;
+
+/** An accepted async run, published to RUNS with `Nats-Msg-Id` = requestId. */
+export interface RunJob {
+  v: 1;
+  requestId: string;
+  projectId: string;
+  appName: string;
+  /** The path after `/v4/<project>/<app>/` (for cortex, the function name). */
+  path: string;
+  /** Raw query string without our own `async` and `webhookEndpoint` parameters ('' when none). */
+  query: string;
+  /** Headers forwarded to the app (never Authorization or X-Webhook-Secret). */
+  headers: Record<string, string>;
+  bodyBase64: string;
+  webhook?: WebhookTarget;
+  acceptedAt: string;
+  /** The app's response_grace_period when accepted: bounds the run. */
+  gracePeriodSeconds: number;
+}
+
+export interface WebhookTarget {
+  endpoint: string;
+  /** X-Webhook-Secret sealed with the platform key (secretbox); absent when unsigned. */
+  sealedSecret?: string;
+}
+
+export const RunState = {
+  Queued: 'queued',
+  Running: 'running',
+  Success: 'success',
+  Failure: 'failure',
+  Timeout: 'timeout',
+  Cancelled: 'cancelled',
+} as const;
+export type RunState = (typeof RunState)[keyof typeof RunState];
+export const TERMINAL_RUN_STATES: readonly RunState[] = ['success', 'failure', 'timeout', 'cancelled'];
+
+export interface RunRecord {
+  runId: string;
+  projectId: string;
+  appName: string;
+  path: string;
+  state: RunState;
+  createdAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+  /** How many times a worker started executing this run (>1 after a redelivery). */
+  executions: number;
+  responseStatus?: number;
+  error?: { code: string; message: string };
+  cancelRequested?: boolean;
+  /** Host of the webhook endpoint, when the run forwards its result (never the full URL's secrets). */
+  webhookHost?: string;
+}
+
+/** A delivery to perform, published to WEBHOOKS with `Nats-Msg-Id` = `webhook-<requestId>`. */
+export interface WebhookJob {
+  v: 1;
+  requestId: string;
+  projectId: string;
+  appName: string;
+  target: WebhookTarget;
+  /** The function's response as the app sent it. */
+  response: { status: number; contentType?: string; bodyBase64: string };
+  runStatus: 'success' | 'failure' | 'timeout';
+  completedAt: string;
+}
+
+export type WebhookAttemptOutcome =
+  | 'success'
+  | 'http_retryable'
+  | 'http_permanent'
+  | 'network_error'
+  | 'timeout'
+  | 'refused_by_policy';
+
+export interface WebhookAttempt {
+  attempt: number;
+  at: string;
+  outcome: WebhookAttemptOutcome;
+  status?: number;
+  error?: string;
+  durationMs: number;
+}
+
+export interface WebhookDeliveryRecord {
+  requestId: string;
+  projectId: string;
+  appName: string;
+  endpointHost: string;
+  state: 'pending' | 'delivered' | 'failed';
+  attempts: WebhookAttempt[];
+  updatedAt: string;
+}

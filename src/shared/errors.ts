@@ -1,0 +1,86 @@
+/**
+ * The error taxonomy every HTTP surface shares: a stable `code`, the HTTP status it maps to, and a
+ * message for humans. Bodies are always `{"error": {"code", "message", ...details}}`.
+ */
+export const ErrorCode = {
+  BadRequest: 'bad_request',
+  InvalidBody: 'invalid_body',
+  InvalidWebhookEndpoint: 'invalid_webhook_endpoint',
+  Unauthenticated: 'unauthenticated',
+  Forbidden: 'forbidden',
+  NotFound: 'not_found',
+  MethodNotAllowed: 'method_not_allowed',
+  Conflict: 'conflict',
+  PayloadTooLarge: 'payload_too_large',
+  UnsupportedMediaType: 'unsupported_media_type',
+  Unprocessable: 'unprocessable',
+  AppNotReady: 'app_not_ready',
+  QueueUnavailable: 'queue_unavailable',
+  ShuttingDown: 'shutting_down',
+  UpstreamUnreachable: 'upstream_unreachable',
+  UpstreamTimeout: 'upstream_timeout',
+  Internal: 'internal',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+const STATUS: Record<ErrorCode, number> = {
+  bad_request: 400,
+  invalid_body: 400,
+  invalid_webhook_endpoint: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  unprocessable: 422,
+  app_not_ready: 503,
+  queue_unavailable: 503,
+  shutting_down: 503,
+  upstream_unreachable: 502,
+  upstream_timeout: 504,
+  internal: 500,
+};
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: Record<string, unknown> | undefined;
+  /** Seconds for a Retry-After header (503s). */
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { details?: Record<string, unknown>; retryAfter?: number; cause?: unknown } = {},
+  ) {
+    super(message, { cause: opts.cause });
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = STATUS[code];
+    this.details = opts.details;
+    this.retryAfter = opts.retryAfter;
+  }
+
+  toBody(): { error: Record<string, unknown> } {
+    return { error: { code: this.code, message: this.message, ...this.details } };
+  }
+}
+
+export function statusOf(code: ErrorCode): number {
+  return STATUS[code];
+}
+
+/** Anything thrown becomes an ApiError; unknown errors are 500 with a message that leaks nothing. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const status = (err as { status?: unknown; statusCode?: unknown })?.status;
+  if (typeof status === 'number') {
+    if (status === 413) return new ApiError(ErrorCode.PayloadTooLarge, 'request body is too large');
+    if (status === 415) return new ApiError(ErrorCode.UnsupportedMediaType, String((err as Error).message));
+    if (status >= 400 && status < 500)
+      return new ApiError(ErrorCode.BadRequest, String((err as Error).message));
+  }
+  return new ApiError(ErrorCode.Internal, 'internal error', { cause: err });
+}

@@ -1,0 +1,73 @@
+/**
+ * The operational endpoints every process has, on their own port so they never collide with
+ * user-facing paths: GET /healthz (alive), /readyz (dependencies up, not draining), /metrics.
+ */
+import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
+
+export interface ReadinessCheck {
+  name: string;
+  check(): boolean | Promise<boolean>;
+}
+
+export interface OpsServer {
+  readonly server: Server;
+  /** Makes /readyz answer 503 from now on (first step of a graceful shutdown). */
+  drain(): void;
+  close(): Promise<void>;
+  port(): number;
+}
+
+export async function startOpsServer(opts: {
+  port: number;
+  host?: string;
+  registry: Registry;
+  checks: ReadinessCheck[];
+}): Promise<OpsServer> {
+  let draining = false;
+  const server = createServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    try {
+      if (path === '/healthz') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      } else if (path === '/readyz') {
+        const failing: string[] = [];
+        if (draining) failing.push('draining');
+        for (const c of opts.checks) if (!(await c.check())) failing.push(c.name);
+        res
+          .writeHead(failing.length ? 503 : 200, { 'content-type': 'application/json' })
+          .end(JSON.stringify(failing.length ? { status: 'not ready', failing } : { status: 'ok' }));
+      } else if (path === '/metrics') {
+        const body = await opts.registry.metrics();
+        res.writeHead(200, { 'content-type': opts.registry.contentType }).end(body);
+      } else {
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end('{"error":{"code":"not_found","message":"no such path"}}');
+      }
+    } catch {
+      res
+        .writeHead(500, { 'content-type': 'application/json' })
+        .end('{"error":{"code":"internal","message":"internal error"}}');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+  });
+  return {
+    server,
+    drain: () => {
+      draining = true;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+    port: () => {
+      const a = server.address();
+      return typeof a === 'object' && a ? a.port : opts.port;
+    },
+  };
+}

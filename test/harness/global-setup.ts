@@ -1,0 +1,29 @@
+/**
+ * One control plane and one NATS server per test run, shared by every test file through
+ * vitest's provide/inject. Tests isolate themselves with their own namespaces, streams and ports.
+ */
+import type { TestProject } from 'vitest/node';
+import { startControlPlane } from './controlplane.ts';
+import { startNats } from './nats.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kubeconfigYaml: string;
+    kubeconfigPath: string;
+    kubeServer: string;
+    kubeToken: string;
+    natsUrl: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const [cp, nats] = await Promise.all([startControlPlane({ controllerManager: true }), startNats()]);
+  project.provide('kubeconfigYaml', cp.kubeconfigYaml);
+  project.provide('kubeconfigPath', cp.kubeconfigPath);
+  project.provide('kubeServer', cp.server);
+  project.provide('kubeToken', cp.token);
+  project.provide('natsUrl', nats.url);
+  return async () => {
+    await Promise.all([cp.stop(), nats.stop()]);
+  };
+}
