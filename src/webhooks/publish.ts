@@ -1,0 +1,47 @@
+/**
+ * The producer side of webhook delivery, used by the gateway and the run worker: validate the
+ * caller's `webhookEndpoint` before anything is accepted, and enqueue a delivery job.
+ */
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { type WebhookJob, webhookSubject } from '../shared/contracts/messaging.ts';
+import { ApiError, ErrorCode } from '../shared/errors.ts';
+
+/** Longest `webhookEndpoint` accepted. */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+
+/**
+ * Parses the (already URL-decoded) `webhookEndpoint` query value. Only absolute http(s) URLs without
+ * credentials are accepted; anything else is a 400 before the run is accepted.
+ */
+export function parseWebhookEndpoint(raw: string): URL {
+  const fail = (why: string) =>
+    new ApiError(ErrorCode.InvalidWebhookEndpoint, `webhookEndpoint ${why}`, {
+      details: { parameter: 'webhookEndpoint' },
+    });
+  if (raw.trim() === '') throw fail('is empty');
+  if (raw.length > MAX_WEBHOOK_URL_LENGTH) throw fail(`is longer than ${MAX_WEBHOOK_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw fail('is not an absolute URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fail('must use http or https');
+  if (url.username || url.password) throw fail('must not contain credentials');
+  if (!url.hostname) throw fail('has no host');
+  return url;
+}
+
+export const webhookMsgId = (requestId: string) => `webhook-${requestId}`;
+
+/** Publishes a delivery job; resolves once JetStream has stored it (a retried publish is de-duplicated). */
+export async function publishWebhookJob(
+  js: JetStreamClient,
+  job: WebhookJob,
+  timeoutMs = 5_000,
+): Promise<void> {
+  await js.publish(webhookSubject(job.projectId, job.appName), JSON.stringify(job), {
+    msgID: webhookMsgId(job.requestId),
+    timeout: timeoutMs,
+  });
+}
