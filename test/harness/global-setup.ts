@@ -17,13 +17,20 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject) {
-  const [cp, nats] = await Promise.all([startControlPlane({ controllerManager: true }), startNats()]);
-  project.provide('kubeconfigYaml', cp.kubeconfigYaml);
-  project.provide('kubeconfigPath', cp.kubeconfigPath);
-  project.provide('kubeServer', cp.server);
-  project.provide('kubeToken', cp.token);
+  // Developer convenience only (never set in CI): iterate on NATS-only suites without the control plane.
+  const skipKube = process.env.APPHOST_TEST_SKIP_CONTROL_PLANE === '1' && !process.env.CI;
+  const [cp, nats] = await Promise.all([
+    skipKube ? undefined : startControlPlane({ controllerManager: true }),
+    startNats(),
+  ]);
+  if (cp) {
+    project.provide('kubeconfigYaml', cp.kubeconfigYaml);
+    project.provide('kubeconfigPath', cp.kubeconfigPath);
+    project.provide('kubeServer', cp.server);
+    project.provide('kubeToken', cp.token);
+  }
   project.provide('natsUrl', nats.url);
   return async () => {
-    await Promise.all([cp.stop(), nats.stop()]);
+    await Promise.all([cp?.stop(), nats.stop()]);
   };
 }
