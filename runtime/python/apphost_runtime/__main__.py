@@ -1,5 +1,48 @@
-def main() -> None:
-    raise SystemExit("not implemented yet")
+"""``python -m apphost_runtime --app-dir DIR --port N [--host H] [--grace-seconds S] [--max-workers W]``.
+
+Imports ``DIR/main.py`` before listening: if that raises, the traceback goes to stderr and the process
+exits 1 without ever opening the port (so the readiness probe never passes).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import traceback
+
+from .config import parse_args
+from .logs import logger, setup_logging
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = parse_args(argv)
+    setup_logging(settings.log_level)
+
+    from .loader import discover, load_module
+
+    try:
+        module = load_module(settings.app_dir)
+    except BaseException as e:  # noqa: BLE001 - any failure importing user code is fatal
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        logger.error(f"cannot import {settings.app_dir}/main.py: {type(e).__name__}: {e}")
+        sys.exit(1)
+    functions = discover(module)
+    if not functions:
+        logger.warning(f"{settings.app_dir}/main.py defines no public functions")
+
+    from .app import Runtime
+    from .server import run
+
+    executor = concurrent.futures.ThreadPoolExecutor(
+        max_workers=settings.max_workers, thread_name_prefix="apphost-fn"
+    )
+    runtime = Runtime(functions, executor, settings.max_body_bytes)
+    logger.info(
+        f"loaded {len(functions)} function(s) from {settings.app_dir}/main.py: {', '.join(functions)}; "
+        f"listening on {settings.host}:{settings.port}"
+    )
+    run(settings, runtime, executor)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,19 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         prog="python -m apphost_runtime",
         description="Serve the functions of DIR/main.py over HTTP (apphost Cortex runtime).",
     )
-    p.add_argument("--app-dir", default=_env("APPHOST_APP_DIR"), help="directory holding main.py [APPHOST_APP_DIR]")
+    p.add_argument(
+        "--app-dir", default=_env("APPHOST_APP_DIR"), help="directory holding main.py [APPHOST_APP_DIR]"
+    )
     p.add_argument("--host", default=_env("APPHOST_HOST", "0.0.0.0"), help="bind address (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=int(_env("APPHOST_PORT", "8080")), help="port [APPHOST_PORT] (8080)")
+    p.add_argument(
+        "--port", type=int, default=int(_env("APPHOST_PORT", "8080")), help="port [APPHOST_PORT] (8080)"
+    )
     p.add_argument(
         "--grace-seconds",
         type=float,
         default=float(_env("APPHOST_GRACE_SECONDS", "900")),
-        help="on SIGTERM/SIGINT, how long in-flight calls and streams may still run [APPHOST_GRACE_SECONDS] (900)",
+        help="on SIGTERM/SIGINT, how long in-flight calls and streams may still run "
+        "[APPHOST_GRACE_SECONDS] (900)",
     )
     p.add_argument(
         "--max-workers",
@@ -56,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         default=int(_env("APPHOST_MAX_BODY_BYTES", str(100 * 1024 * 1024))),
         help="largest accepted request body, else 413 [APPHOST_MAX_BODY_BYTES] (100 MiB)",
     )
-    p.add_argument("--log-level", default=_env("APPHOST_LOG_LEVEL", "info"), help="[APPHOST_LOG_LEVEL] (info)")
+    p.add_argument(
+        "--log-level", default=_env("APPHOST_LOG_LEVEL", "info"), help="[APPHOST_LOG_LEVEL] (info)"
+    )
     a = p.parse_args(argv)
     if not a.app_dir:
         p.error("--app-dir (or APPHOST_APP_DIR) is required")

@@ -17,7 +17,9 @@ def _default(o: Any) -> Any:
 
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON. Raises TypeError/ValueError for values JSON cannot represent (incl. NaN)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_default).encode()
+    return json.dumps(
+        value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_default
+    ).encode()
 
 
 def is_async_iterator(value: Any) -> bool:

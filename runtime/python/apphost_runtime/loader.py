@@ -55,8 +55,10 @@ def _unwrap_call(fn: Any) -> Any:
     """For callable instances, inspect ``__call__`` rather than the instance."""
     if inspect.isroutine(fn) or inspect.isclass(fn):
         return fn
-    call = getattr(type(fn), "__call__", None)
-    return getattr(fn, "__call__", fn) if call is not None else fn
+    try:
+        return type(fn).__call__  # the (unbound) method, enough for the iscoroutinefunction & co. checks
+    except AttributeError:
+        return fn
 
 
 def make_function(name: str, fn: Any) -> Function:

@@ -14,7 +14,9 @@ import logging
 import sys
 import time
 
-request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("apphost_request_id", default=None)
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "apphost_request_id", default=None
+)
 function_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("apphost_function", default=None)
 
 _FIELDS = ("request_id", "function", "duration_ms", "status")
