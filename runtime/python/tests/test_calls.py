@@ -1,0 +1,135 @@
+"""Plain JSON calls, concurrency, probes, /functions, request ids and logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+
+def test_kwargs_echo(rt):
+    body = {"a": 1, "b": [1, 2, {"c": None}], "text": "héllo ✓", "flag": True}
+    r = httpx.post(f"{rt.url}/echo", json=body)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == body
+
+
+def test_empty_body_is_no_arguments(rt):
+    r = httpx.post(f"{rt.url}/echo", content=b"")
+    assert r.status_code == 200, r.text
+    assert r.json() == {}
+
+
+def test_positional_names_and_non_dict_results(rt):
+    assert httpx.post(f"{rt.url}/add", json={"a": 2, "b": 3}).json() == 5
+    r = httpx.post(f"{rt.url}/returns_list")
+    assert r.status_code == 200 and r.json() == [1, "two", None]
+
+
+def test_main_can_import_siblings(rt):
+    r = httpx.post(f"{rt.url}/hello", json={"name": "ada"})
+    assert r.status_code == 200, r.text
+    assert r.json() == "hello ada"
+
+
+def test_async_def_function(rt):
+    r = httpx.post(f"{rt.url}/aadd", json={"a": 40, "b": 2})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"sum": 42, "async": True}
+
+
+def test_only_public_functions_defined_in_main_are_callable(rt):
+    for name in ("_private", "join", "Thing", "time", "asyncio"):
+        r = httpx.post(f"{rt.url}/{name}", json={})
+        assert r.status_code == 404, (name, r.text)
+        assert r.json()["error"]["type"] == "not_found"
+
+
+def test_blocking_function_does_not_stall_others(rt):
+    def call():
+        return httpx.post(f"{rt.url}/sleep", json={"seconds": 1.0}, timeout=10)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(call) for _ in range(2)]
+        # While both blocking calls run, the event loop must still answer at once.
+        time.sleep(0.2)
+        h0 = time.monotonic()
+        assert httpx.get(f"{rt.url}/health", timeout=5).status_code == 200
+        health_latency = time.monotonic() - h0
+        results = [f.result() for f in futures]
+    elapsed = time.monotonic() - t0
+    assert [r.status_code for r in results] == [200, 200]
+    assert all(r.json() == {"slept": 1.0} for r in results)
+    print(f"two concurrent 1 s blocking calls took {elapsed:.3f}s; /health meanwhile {health_latency:.3f}s")
+    assert elapsed < 1.8
+    assert health_latency < 0.5
+
+
+def test_fifty_concurrent_blocking_calls(rt):
+    async def run() -> tuple[float, list[httpx.Response]]:
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+        async with httpx.AsyncClient(base_url=rt.url, limits=limits, timeout=30) as client:
+            t0 = time.monotonic()
+            responses = await asyncio.gather(
+                *(client.post("/sleep", json={"seconds": 1.0}) for _ in range(50))
+            )
+            return time.monotonic() - t0, responses
+
+    elapsed, responses = asyncio.run(run())
+    print(f"50 concurrent calls of a 1 s blocking function took {elapsed:.3f}s")
+    assert [r.status_code for r in responses] == [200] * 50
+    assert elapsed < 10.0
+
+
+def test_health_ready(rt):
+    r = httpx.get(f"{rt.url}/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    r = httpx.get(f"{rt.url}/ready")
+    assert r.status_code == 200
+
+
+def test_functions_listing(rt):
+    r = httpx.get(f"{rt.url}/functions")
+    assert r.status_code == 200
+    fns = {f["name"]: f for f in r.json()["functions"]}
+    for name in ("echo", "add", "aadd", "sleep", "ticks", "aticks", "forever", "fails"):
+        assert name in fns
+    for name in ("_private", "join", "Thing", "greet", "time"):
+        assert name not in fns
+    assert fns["ticks"]["streaming"] is True
+    assert fns["aticks"]["streaming"] is True
+    assert fns["add"]["streaming"] is False
+    assert fns["aadd"]["streaming"] is False
+    assert fns["add"]["parameters"] == ["a", "b"]
+    assert fns["add"]["required"] == ["a", "b"]
+    assert fns["ticks"]["required"] == []
+
+
+def test_request_id_echoed_and_logged_without_body(rt):
+    secret = "s3cr3t-body-value-7f1c"
+    r = httpx.post(f"{rt.url}/echo", json={"secret": secret}, headers={"X-Request-Id": "req-abc-123"})
+    assert r.status_code == 200
+    assert r.headers["x-request-id"] == "req-abc-123"
+    r = httpx.post(f"{rt.url}/nope", json={}, headers={"X-Request-Id": "req-404"})
+    assert r.status_code == 404 and r.headers["x-request-id"] == "req-404"
+    r = httpx.post(f"{rt.url}/echo", json={})
+    assert r.headers.get("x-request-id"), "a request id is generated when the gateway sent none"
+
+    deadline = time.monotonic() + 3
+    while True:
+        lines = [json.loads(line) for line in rt.stdout().splitlines() if line.startswith("{")]
+        mine = [rec for rec in lines if rec.get("request_id") == "req-abc-123"]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert mine, rt.stdout()
+    rec = mine[-1]
+    assert rec["function"] == "echo" and rec["status"] == 200
+    assert {"time", "level", "msg", "duration_ms"} <= rec.keys()
+    assert secret not in rt.stdout()
+    assert any(rec.get("request_id") == "req-404" and rec["status"] == 404 for rec in lines)
