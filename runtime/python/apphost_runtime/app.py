@@ -30,7 +30,7 @@ from typing import Any
 
 from .encoding import dumps, is_async_iterator, is_iterator, sse_event
 from .loader import Function
-from .logs import function_var, logger, request_id_var
+from .logs import call_log, function_var, logger, request_id_var
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -162,17 +162,15 @@ class Runtime:
             headers.append((b"connection", b"close"))
         await _respond(send, status, _error_body(type_, message), rid, extra=headers)
         level = logging.ERROR if status >= 500 else logging.WARNING
-        logger.log(
+        call_log(
             level,
             message,
-            extra={
-                "request_id": rid,
-                "function": function,
-                "status": status,
-                "error_type": type_,
-                "duration_ms": _ms(t0) if t0 is not None else None,
-                "traceback": tb,
-            },
+            request_id=rid,
+            function=function,
+            duration_ms=_ms(t0) if t0 is not None else None,
+            status=status,
+            error_type=type_,
+            traceback=tb,
         )
 
     async def _read_body(self, receive: Receive) -> bytes | object | None:
@@ -257,9 +255,12 @@ class Runtime:
             return
         body = await self._read_body(receive)
         if body is None:
-            logger.info(
+            call_log(
+                logging.INFO,
                 "client disconnected before sending the body",
-                extra={"request_id": rid, "function": f.name, "duration_ms": _ms(t0)},
+                request_id=rid,
+                function=f.name,
+                duration_ms=_ms(t0),
             )
             return
         if body is _TOO_LARGE:
@@ -303,9 +304,7 @@ class Runtime:
                 await self._error(send, rid, e.status, e.type, e.message, f.name, t0, e.tb)
                 return
             await _respond(send, 200, payload, rid)
-            logger.info(
-                "call", extra={"request_id": rid, "function": f.name, "status": 200, "duration_ms": _ms(t0)}
-            )
+            call_log(logging.INFO, "call", request_id=rid, function=f.name, duration_ms=_ms(t0), status=200)
         finally:
             self.inflight -= 1
 
@@ -351,7 +350,7 @@ class Runtime:
                             f"event {state['events']} of {f.name}() is not JSON-serialisable: "
                             f"{_exc_message(e)}"
                         )
-                        logger.error(msg, extra={"request_id": rid, "function": f.name, "traceback": _tb(e)})
+                        call_log(logging.ERROR, msg, request_id=rid, function=f.name, traceback=_tb(e))
                         await emit(sse_event({"type": "serialization_error", "message": msg}, "error"))
                         return "error"
                     await emit(chunk)
@@ -360,9 +359,13 @@ class Runtime:
             except asyncio.CancelledError:
                 raise
             except BaseException as e:  # noqa: BLE001
-                logger.error(
+                call_log(
+                    logging.ERROR,
                     f"{f.name}() raised while streaming: {_exc_message(e)}",
-                    extra={"request_id": rid, "function": f.name, "traceback": _tb(e)},
+                    request_id=rid,
+                    function=f.name,
+                    error_type="function_error",
+                    traceback=_tb(e),
                 )
                 await emit(sse_event({"type": "function_error", "message": _exc_message(e)}, "error"))
                 return "error"
@@ -388,16 +391,15 @@ class Runtime:
                 pump_t.cancel()
                 await asyncio.wait({pump_t})
             await self._close_iterator(it, is_async, outcome, pending[0], ctx, rid, f.name)
-            logger.info(
+            call_log(
+                logging.INFO,
                 "stream",
-                extra={
-                    "request_id": rid,
-                    "function": f.name,
-                    "status": 200,
-                    "duration_ms": _ms(t0),
-                    "events": state["events"],
-                    "outcome": outcome,
-                },
+                request_id=rid,
+                function=f.name,
+                duration_ms=_ms(t0),
+                status=200,
+                events=state["events"],
+                outcome=outcome,
             )
 
     async def _close_iterator(

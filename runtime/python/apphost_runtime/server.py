@@ -21,7 +21,7 @@ import uvicorn
 
 from .app import Runtime
 from .config import Settings
-from .logs import logger
+from .logs import flush, logger
 
 
 class _Server(uvicorn.Server):
@@ -78,6 +78,7 @@ def run(settings: Settings, runtime: Runtime, executor: concurrent.futures.Threa
         logger.exception("runtime crashed")
         code = 1
     logger.info("exiting", extra={"status": code})
+    flush()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
