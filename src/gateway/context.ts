@@ -1,0 +1,25 @@
+/** What the gateway's middleware chain learns about a request, in order. */
+import type { ParameterizedContext } from 'koa';
+import type { ResolvedApp } from '../shared/contracts/seams.ts';
+import type { Logger } from '../shared/log.ts';
+import type { RunMode } from './metrics.ts';
+
+export interface RunTarget {
+  projectId: string;
+  appName: string;
+  /** Path after `/v4/<project>/<app>/`, no leading slash. */
+  path: string;
+}
+
+export interface GatewayState {
+  requestId: string;
+  log: Logger;
+  startedAt: number;
+  mode?: RunMode;
+  target?: RunTarget;
+  app?: ResolvedApp;
+  /** True when the request came in on a custom domain. */
+  viaDomain?: boolean;
+}
+
+export type GatewayContext = ParameterizedContext<GatewayState>;

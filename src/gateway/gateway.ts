@@ -1,0 +1,169 @@
+/**
+ * The run endpoint (`{api_url}`): `POST /v4/<project_id>/<app_name>/<path>`, sync, async and streaming,
+ * plus custom-domain routing. Built from small middleware; all I/O comes in through `deps`.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import Koa from 'koa';
+import type { Registry } from 'prom-client';
+import { Agent, type Dispatcher } from 'undici';
+import { createRunStore, type RunStore } from '../runs/store.ts';
+import { type Clock, systemClock } from '../shared/clock.ts';
+import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
+import type { AppResolver } from '../shared/contracts/seams.ts';
+import { ApiError, ErrorCode } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import type { RunTokenVerifier } from '../shared/run-tokens.ts';
+import type { SecretBox } from '../shared/secretbox.ts';
+import { publishWebhookJob } from '../webhooks/publish.ts';
+import type { GatewayState } from './context.ts';
+import { prepareRun } from './handlers/prepare.ts';
+import { runAsync } from './handlers/run-async.ts';
+import { runSync } from './handlers/run-sync.ts';
+import { createGatewayMetrics } from './metrics.ts';
+import { accessLog } from './middleware/access-log.ts';
+import { auth } from './middleware/auth.ts';
+import { customDomain } from './middleware/custom-domain.ts';
+import { errorBody } from './middleware/errors.ts';
+import { requestId } from './middleware/request-id.ts';
+import { route } from './middleware/route.ts';
+import type { GatewaySettings } from './settings.ts';
+
+/** Bound on the RUNS stream-info lookup behind the queue-depth gauge. */
+export const QUEUE_DEPTH_TIMEOUT_MS = 2_000;
+/** Bound on enqueueing a webhook job after a sync call (off the caller's path). */
+export const WEBHOOK_PUBLISH_TIMEOUT_MS = 5_000;
+
+export interface GatewayDeps {
+  resolver: AppResolver;
+  verifyRunToken: RunTokenVerifier;
+  nc: NatsConnection;
+  secretBox: SecretBox;
+  log: Logger;
+  registry: Registry;
+  clock?: Clock;
+  settings: GatewaySettings;
+  /** Upstream HTTP client; a keep-alive Agent by default. */
+  dispatcher?: Dispatcher;
+  /** Run records; opened from RUNS_BUCKET on first use by default. */
+  runStore?: RunStore;
+}
+
+export interface Gateway {
+  callback(): (req: IncomingMessage, res: ServerResponse) => void;
+  readonly draining: boolean;
+  /** Requests being served. */
+  inflight(): number;
+  /** Refuses new calls (503 shutting_down) and waits for in-flight ones, up to `settings.drainTimeoutMs`. */
+  drain(): Promise<void>;
+  /** Closes the default upstream Agent (not a dispatcher passed in). */
+  close(): Promise<void>;
+}
+
+export function createGateway(deps: GatewayDeps): Gateway {
+  const { settings, log } = deps;
+  const clock = deps.clock ?? systemClock;
+  const now = () => new Date(clock.now());
+  const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
+  const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
+  const js = jetstream(deps.nc);
+
+  let storePromise: Promise<RunStore> | undefined = deps.runStore
+    ? Promise.resolve(deps.runStore)
+    : undefined;
+  const store = () => {
+    storePromise ??= new Kvm(deps.nc)
+      .open(RUNS_BUCKET)
+      .then((kv) => createRunStore(kv, deps.nc, now))
+      .catch((err) => {
+        storePromise = undefined;
+        throw err;
+      });
+    return storePromise;
+  };
+
+  const metrics = createGatewayMetrics(deps.registry, async () => {
+    const jsm = await jetstreamManager(deps.nc, { timeout: QUEUE_DEPTH_TIMEOUT_MS });
+    return (await jsm.streams.info(RUNS_STREAM)).state.messages;
+  });
+
+  const enqueueWebhook = (job: WebhookJob, reqLog: Logger) => {
+    publishWebhookJob(js, job, WEBHOOK_PUBLISH_TIMEOUT_MS).then(
+      () => metrics.webhookJobs.inc({ outcome: 'queued' }),
+      (err) => {
+        metrics.webhookJobs.inc({ outcome: 'failed' });
+        reqLog.error({ err }, 'could not enqueue the webhook delivery');
+      },
+    );
+  };
+
+  let draining = false;
+  let inflight = 0;
+  let idle: (() => void) | undefined;
+
+  const app = new Koa<GatewayState>();
+  app.proxy = false;
+  app.silent = true;
+  app.use(requestId(log, () => clock.now()));
+  app.use(async (ctx, next) => {
+    if (draining) {
+      ctx.set('Connection', 'close');
+      ctx.status = 503;
+      ctx.type = 'application/json';
+      ctx.set('Retry-After', String(settings.retryAfterSeconds));
+      ctx.body = JSON.stringify(
+        new ApiError(ErrorCode.ShuttingDown, 'the gateway is shutting down; retry').toBody(),
+      );
+      return;
+    }
+    inflight++;
+    ctx.res.once('close', () => {
+      inflight--;
+      if (inflight === 0) idle?.();
+    });
+    await next();
+  });
+  app.use(accessLog(metrics, () => clock.now()));
+  app.use(errorBody());
+  app.use(customDomain(deps.resolver));
+  app.use(route());
+  app.use(auth(deps.verifyRunToken));
+  app.use(async (ctx) => {
+    const run = await prepareRun(ctx, {
+      resolve: (p, a) => deps.resolver.resolve(p, a),
+      secretBox: deps.secretBox,
+      maxBodyBytes: settings.maxBodyBytes,
+      retryAfterSeconds: settings.retryAfterSeconds,
+    });
+    if (run.async) await runAsync(ctx, run, { js, store, settings, now });
+    else await runSync(ctx, run, { dispatcher, settings, now, enqueueWebhook });
+  });
+
+  const handler = app.callback();
+  return {
+    callback: () => handler,
+    get draining() {
+      return draining;
+    },
+    inflight: () => inflight,
+    async drain() {
+      draining = true;
+      if (inflight === 0) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          log.warn({ inflight }, 'drain bound passed with calls still in flight');
+          resolve();
+        }, settings.drainTimeoutMs);
+        idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    },
+    async close() {
+      await ownDispatcher?.close();
+    },
+  };
+}

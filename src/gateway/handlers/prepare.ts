@@ -1,0 +1,87 @@
+/**
+ * Everything a run call must pass before the app is called or the run is queued: the app exists (and
+ * so does the Cortex function, when known), the webhook endpoint is well-formed, the body fits and is
+ * a JSON object for a Cortex app, and the app is ready.
+ */
+
+import type { WebhookTarget } from '../../shared/contracts/messaging.ts';
+import type { ResolvedApp } from '../../shared/contracts/seams.ts';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import type { SecretBox } from '../../shared/secretbox.ts';
+import { parseWebhookEndpoint } from '../../webhooks/publish.ts';
+import { checkCortexBody, readBody } from '../body.ts';
+import type { GatewayContext, RunTarget } from '../context.ts';
+import { appNotFound } from '../middleware/auth.ts';
+import { forwardQuery, forwardRequestHeaders } from '../upstream.ts';
+
+export interface PreparedRun {
+  target: RunTarget;
+  app: ResolvedApp;
+  body: Buffer;
+  query: string;
+  headers: Record<string, string>;
+  webhook?: WebhookTarget;
+  async: boolean;
+}
+
+export interface PrepareDeps {
+  resolve(projectId: string, appName: string): Promise<ResolvedApp | undefined>;
+  secretBox: SecretBox;
+  maxBodyBytes: number;
+  retryAfterSeconds: number;
+}
+
+export function isAsyncRequested(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const v = value.toLowerCase();
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0' || v === '') return false;
+  throw new ApiError(ErrorCode.BadRequest, 'async must be true or false', {
+    details: { parameter: 'async' },
+  });
+}
+
+export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promise<PreparedRun> {
+  const target = ctx.state.target;
+  if (!target) throw new ApiError(ErrorCode.NotFound, 'no such path');
+  const params = new URLSearchParams(ctx.querystring);
+  const isAsync = isAsyncRequested(params.get('async') ?? undefined);
+
+  const app = await deps.resolve(target.projectId, target.appName);
+  if (!app) throw appNotFound(target);
+  ctx.state.app = app;
+  if (app.runtime === 'cortex') {
+    if (target.path === '' || target.path.includes('/')) {
+      throw new ApiError(ErrorCode.NotFound, 'name a function: POST /v4/<project_id>/<app_name>/<function>');
+    }
+    if (app.functions && !app.functions.includes(decodeURIComponent(target.path))) {
+      throw new ApiError(ErrorCode.NotFound, `app "${target.appName}" has no function "${target.path}"`);
+    }
+  }
+
+  let webhook: WebhookTarget | undefined;
+  const rawEndpoint = params.get('webhookEndpoint');
+  if (rawEndpoint !== null) {
+    const url = parseWebhookEndpoint(rawEndpoint);
+    const secret = ctx.get('x-webhook-secret');
+    webhook = { endpoint: url.toString(), ...(secret ? { sealedSecret: deps.secretBox.seal(secret) } : {}) };
+  }
+
+  const body = await readBody(ctx.req, deps.maxBodyBytes);
+  if (app.runtime === 'cortex') checkCortexBody(body);
+
+  if (!app.ready) {
+    throw new ApiError(ErrorCode.AppNotReady, `app "${target.appName}" is not ready yet`, {
+      retryAfter: deps.retryAfterSeconds,
+    });
+  }
+  return {
+    target,
+    app,
+    body,
+    query: forwardQuery(ctx.querystring),
+    headers: forwardRequestHeaders(ctx.req.headers, ctx.state.requestId),
+    ...(webhook ? { webhook } : {}),
+    async: isAsync,
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * `?async=true`: queue the run on RUNS (message id = request id) and answer 202 `{"run_id"}` only
+ * once JetStream has acknowledged it. Publish first, record second: a run that is queued is never
+ * lost even if the record write fails (the worker creates a missing record), and a record is never
+ * written for a run that was not queued.
+ */
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { RunStore } from '../../runs/store.ts';
+import { type RunJob, type RunRecord, RunState, runSubject } from '../../shared/contracts/messaging.ts';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { GatewaySettings } from '../settings.ts';
+import type { PreparedRun } from './prepare.ts';
+
+export interface RunAsyncDeps {
+  js: JetStreamClient;
+  store(): Promise<RunStore>;
+  settings: GatewaySettings;
+  now: () => Date;
+}
+
+export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunAsyncDeps): Promise<void> {
+  const { requestId, log } = ctx.state;
+  ctx.state.mode = 'async';
+  const acceptedAt = deps.now().toISOString();
+  const job: RunJob = {
+    v: 1,
+    requestId,
+    projectId: run.target.projectId,
+    appName: run.target.appName,
+    path: run.target.path,
+    query: run.query,
+    headers: run.headers,
+    bodyBase64: run.body.toString('base64'),
+    ...(run.webhook ? { webhook: run.webhook } : {}),
+    acceptedAt,
+    gracePeriodSeconds: run.app.gracePeriodSeconds,
+  };
+  try {
+    await deps.js.publish(runSubject(job.projectId, job.appName), JSON.stringify(job), {
+      msgID: requestId,
+      timeout: deps.settings.publishTimeoutMs,
+    });
+  } catch (err) {
+    throw new ApiError(ErrorCode.QueueUnavailable, 'the run queue is unavailable; the run was not accepted', {
+      retryAfter: deps.settings.retryAfterSeconds,
+      cause: err,
+    });
+  }
+  const record: RunRecord = {
+    runId: requestId,
+    projectId: job.projectId,
+    appName: job.appName,
+    path: job.path,
+    state: RunState.Queued,
+    createdAt: acceptedAt,
+    executions: 0,
+    ...(run.webhook ? { webhookHost: new URL(run.webhook.endpoint).host } : {}),
+  };
+  try {
+    await (await deps.store()).createQueued(record);
+  } catch (err) {
+    // The run is durably queued; the worker writes the record when it picks the run up.
+    log.warn({ err }, 'could not write the queued run record');
+  }
+  ctx.status = 202;
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify({ run_id: requestId });
+}

@@ -1,0 +1,129 @@
+/**
+ * A sync call (and, when the app answers `text/event-stream`, a stream): proxy to the app and pass
+ * its status, headers and body back unbuffered. The upstream request is aborted when the caller
+ * goes away. With `webhookEndpoint`, the response is copied on its way through and enqueued for
+ * delivery once complete, off the caller's path.
+ */
+import { Transform } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { makeWebhookJob } from '../../runs/webhook-job.ts';
+import type { WebhookJob } from '../../shared/contracts/messaging.ts';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import type { GatewayContext } from '../context.ts';
+import type { GatewaySettings } from '../settings.ts';
+import { callUpstream, forwardResponseHeaders } from '../upstream.ts';
+import type { PreparedRun } from './prepare.ts';
+
+export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
+
+export interface RunSyncDeps {
+  dispatcher: Dispatcher;
+  settings: GatewaySettings;
+  now: () => Date;
+  /** Fire-and-forget enqueue of a webhook job; must never throw or block. */
+  enqueueWebhook(job: WebhookJob, log: GatewayContext['state']['log']): void;
+}
+
+export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSyncDeps): Promise<void> {
+  const { requestId, log } = ctx.state;
+  const abort = new AbortController();
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) abort.abort(new Error('client went away'));
+  });
+
+  const webhookFor = (
+    status: number,
+    contentType: string | undefined,
+    body: Buffer,
+    runStatus: WebhookJob['runStatus'],
+  ) => {
+    if (!run.webhook) return;
+    deps.enqueueWebhook(
+      makeWebhookJob({
+        requestId,
+        projectId: run.target.projectId,
+        appName: run.target.appName,
+        target: run.webhook,
+        status,
+        contentType,
+        body,
+        runStatus,
+        completedAt: deps.now(),
+      }),
+      log,
+    );
+  };
+
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await callUpstream({
+      dispatcher: deps.dispatcher,
+      upstream: run.app.upstream,
+      path: run.target.path,
+      query: run.query,
+      headers: run.headers,
+      body: run.body,
+      signal: abort.signal,
+      headersTimeoutMs: deps.settings.syncTimeoutMs,
+      bodyTimeoutMs: deps.settings.streamIdleTimeoutMs,
+    });
+  } catch (err) {
+    if (err instanceof ApiError && !abort.signal.aborted) {
+      webhookFor(
+        err.status,
+        'application/json',
+        Buffer.from(JSON.stringify(err.toBody())),
+        err.code === ErrorCode.UpstreamTimeout ? 'timeout' : 'failure',
+      );
+    }
+    throw err;
+  }
+
+  const contentType = headerValue(res.headers['content-type']);
+  const isStream = (contentType ?? '').toLowerCase().startsWith('text/event-stream');
+  ctx.state.mode = isStream ? 'stream' : 'sync';
+  ctx.status = res.statusCode;
+  for (const [name, value] of Object.entries(forwardResponseHeaders(res.headers))) ctx.set(name, value);
+  if (isStream) {
+    ctx.set('Content-Type', SSE_CONTENT_TYPE);
+    ctx.set('Cache-Control', 'no-cache');
+  } else if (!contentType) {
+    ctx.remove('Content-Type');
+  }
+
+  let body: NodeJS.ReadableStream = res.body;
+  if (run.webhook) {
+    const limit = deps.settings.maxWebhookBodyBytes;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const status = res.statusCode;
+    body = res.body.pipe(
+      new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          size += chunk.length;
+          if (size <= limit) chunks.push(chunk);
+          cb(null, chunk);
+        },
+        flush(cb) {
+          if (size > limit) log.warn({ size, limit }, 'response too large to forward to the webhook');
+          else
+            webhookFor(
+              status,
+              contentType,
+              Buffer.concat(chunks),
+              status >= 200 && status < 300 ? 'success' : 'failure',
+            );
+          cb();
+        },
+      }),
+    );
+    res.body.once('error', (err) => (body as Transform).destroy(err));
+  }
+  ctx.body = body;
+  const length = headerValue(res.headers['content-length']);
+  if (!isStream && length !== undefined && /^\d+$/.test(length)) ctx.length = Number(length);
+}
+
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}

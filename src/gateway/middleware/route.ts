@@ -1,0 +1,32 @@
+/** `POST /v4/<project_id>/<app_name>/<path>`: the only route; everything else is 404/405. */
+import type { Middleware } from 'koa';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import type { GatewayState } from '../context.ts';
+import { checkForwardPath } from '../upstream.ts';
+
+const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)(?:\/(.*))?$/;
+
+export function route(): Middleware<GatewayState> {
+  return async (ctx, next) => {
+    if (!ctx.state.target) {
+      const m = RUN_PATH.exec(ctx.path);
+      if (!m?.[1] || !m[2])
+        throw new ApiError(ErrorCode.NotFound, 'no such path; call POST /v4/<project_id>/<app_name>/<path>');
+      let projectId: string;
+      let appName: string;
+      try {
+        projectId = decodeURIComponent(m[1]);
+        appName = decodeURIComponent(m[2]);
+      } catch {
+        throw new ApiError(ErrorCode.BadRequest, 'path is not valid percent-encoding');
+      }
+      ctx.state.target = { projectId, appName, path: m[3] ?? '' };
+    }
+    if (ctx.method !== 'POST') {
+      ctx.set('Allow', 'POST');
+      throw new ApiError(ErrorCode.MethodNotAllowed, 'use POST to run an app');
+    }
+    checkForwardPath(ctx.state.target.path);
+    await next();
+  };
+}

@@ -1,0 +1,27 @@
+/** The gateway's bounds and limits. main.ts reads them from the environment (see docs/gateway.md). */
+export interface GatewaySettings {
+  /** Largest request body accepted (413 above it). */
+  maxBodyBytes: number;
+  /** Bound on a sync call: time until the app's response head arrives (504 after it). */
+  syncTimeoutMs: number;
+  /** Bound on silence between chunks of a response body or SSE stream (0 = none). */
+  streamIdleTimeoutMs: number;
+  /** Bound on waiting for JetStream to acknowledge an async run (503 after it). */
+  publishTimeoutMs: number;
+  /** `Retry-After` seconds sent with 503 app_not_ready / shutting_down. */
+  retryAfterSeconds: number;
+  /** Largest function response forwarded to a webhook (a bigger one is not forwarded; logged). */
+  maxWebhookBodyBytes: number;
+  /** Bound on draining: in-flight sync calls and streams get this long to finish on shutdown. */
+  drainTimeoutMs: number;
+}
+
+export const DEFAULT_GATEWAY_SETTINGS: GatewaySettings = {
+  maxBodyBytes: 10 * 1024 * 1024,
+  syncTimeoutMs: 300_000,
+  streamIdleTimeoutMs: 300_000,
+  publishTimeoutMs: 5_000,
+  retryAfterSeconds: 5,
+  maxWebhookBodyBytes: 768 * 1024,
+  drainTimeoutMs: 30_000,
+};

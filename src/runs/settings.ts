@@ -1,0 +1,30 @@
+/** The run worker's bounds. main.ts reads them from the environment (see docs/runs.md). */
+export interface RunWorkerSettings {
+  /** Durable consumer name on RUNS; all replicas share it, so each run goes to one worker. */
+  consumerName: string;
+  /** Runs executed at the same time by one worker process. */
+  concurrency: number;
+  /** JetStream ack_wait: a run whose worker stops heartbeating for this long is redelivered. */
+  ackWaitMs: number;
+  /** Executions of one run (first delivery plus redeliveries) before it is marked `failure`. */
+  maxExecutions: number;
+  /** How long one pull request waits for a run before asking again. */
+  pullExpiresMs: number;
+  /** Bound on enqueueing the webhook job of a finished run. */
+  webhookPublishTimeoutMs: number;
+  /** Largest response body kept for the webhook (larger responses are not forwarded; logged). */
+  maxWebhookBodyBytes: number;
+  /** Pause after a failed pull (e.g. NATS unreachable) before pulling again. */
+  pullErrorBackoffMs: number;
+}
+
+export const DEFAULT_RUN_WORKER_SETTINGS: RunWorkerSettings = {
+  consumerName: 'run-worker',
+  concurrency: 16,
+  ackWaitMs: 30_000,
+  maxExecutions: 3,
+  pullExpiresMs: 5_000,
+  webhookPublishTimeoutMs: 5_000,
+  maxWebhookBodyBytes: 768 * 1024,
+  pullErrorBackoffMs: 1_000,
+};

@@ -1,0 +1,131 @@
+/**
+ * Run records: one KV entry per async run (`RUNS_BUCKET`, key `runKey()`), written by the gateway
+ * (queued) and the run worker (running → terminal), read and cancelled through the management API.
+ * Every change is a compare-and-set on the entry's revision, so concurrent writers never regress a state.
+ */
+import type { KV, KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  type RunRecord,
+  RunState,
+  runCancelSubject,
+  runKey,
+  TERMINAL_RUN_STATES,
+} from '../shared/contracts/messaging.ts';
+
+/** Attempts of one compare-and-set update before giving up (only contention makes it retry). */
+export const RUN_RECORD_CAS_ATTEMPTS = 10;
+/** Largest page `list()` returns. */
+export const RUN_LIST_MAX_LIMIT = 1000;
+
+export interface RunListOptions {
+  state?: RunRecord['state'];
+  limit?: number;
+}
+
+export interface RunStore {
+  get(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
+  /** Newest first. */
+  list(projectId: string, appName: string, opts?: RunListOptions): Promise<RunRecord[]>;
+  /**
+   * queued → `cancelled` at once (the worker then never starts it); running → `cancelRequested` and a
+   * cancel announcement so the executing worker aborts the call and records `cancelled`; terminal →
+   * unchanged. Undefined when the run does not exist.
+   */
+  requestCancel(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
+  /** Writes the first record of an accepted run; false when one exists already (a worker got there first). */
+  createQueued(record: RunRecord): Promise<boolean>;
+  /**
+   * Read-modify-write under compare-and-set. `change` gets the current record (undefined when absent) and
+   * returns the next one, or undefined to leave it as is. Returns what is stored afterwards.
+   */
+  update(
+    projectId: string,
+    appName: string,
+    runId: string,
+    change: (current: RunRecord | undefined) => RunRecord | undefined,
+  ): Promise<RunRecord | undefined>;
+}
+
+export const isTerminal = (state: RunRecord['state']) => TERMINAL_RUN_STATES.includes(state);
+
+const encode = (r: RunRecord) => JSON.stringify(r);
+function decode(e: KvEntry | null): RunRecord | undefined {
+  if (e?.operation !== 'PUT') return undefined;
+  return e.json<RunRecord>();
+}
+
+/** `nc` is only needed for `requestCancel` on a running run (core NATS announcement). */
+export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = () => new Date()): RunStore {
+  const update: RunStore['update'] = async (projectId, appName, runId, change) => {
+    const key = runKey(projectId, appName, runId);
+    let lastErr: unknown;
+    for (let i = 0; i < RUN_RECORD_CAS_ATTEMPTS; i++) {
+      const entry = await kv.get(key);
+      const current = decode(entry);
+      const next = change(current);
+      if (!next) return current;
+      try {
+        if (entry && entry.operation === 'PUT') await kv.update(key, encode(next), entry.revision);
+        else await kv.create(key, encode(next));
+        return next;
+      } catch (err) {
+        lastErr = err; // lost the race: read again and re-decide
+      }
+    }
+    throw new Error(`run record ${key}: too much contention`, { cause: lastErr });
+  };
+
+  return {
+    async get(projectId, appName, runId) {
+      return decode(await kv.get(runKey(projectId, appName, runId)));
+    },
+
+    async list(projectId, appName, opts = {}) {
+      const limit = Math.min(Math.max(opts.limit ?? 100, 1), RUN_LIST_MAX_LIMIT);
+      const keys: string[] = [];
+      for await (const k of await kv.keys(`${runKey(projectId, appName, '*')}`)) keys.push(k);
+      const records: RunRecord[] = [];
+      for (const k of keys) {
+        const r = decode(await kv.get(k));
+        if (r && (!opts.state || r.state === opts.state)) records.push(r);
+      }
+      records.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+      return records.slice(0, limit);
+    },
+
+    async createQueued(record) {
+      try {
+        await kv.create(runKey(record.projectId, record.appName, record.runId), encode(record));
+        return true;
+      } catch (err) {
+        if (await kv.get(runKey(record.projectId, record.appName, record.runId))) return false;
+        throw err;
+      }
+    },
+
+    update,
+
+    async requestCancel(projectId, appName, runId) {
+      const after = await update(projectId, appName, runId, (cur) => {
+        if (!cur || isTerminal(cur.state)) return undefined;
+        if (cur.state === RunState.Queued) {
+          return {
+            ...cur,
+            state: RunState.Cancelled,
+            cancelRequested: true,
+            finishedAt: now().toISOString(),
+          };
+        }
+        return cur.cancelRequested ? undefined : { ...cur, cancelRequested: true };
+      });
+      if (after?.state === RunState.Running && after.cancelRequested && nc) {
+        nc.publish(runCancelSubject(runId));
+        await nc.flush();
+      }
+      return after;
+    },
+  };
+}
+
+export { ensureRunsInfrastructure } from './infrastructure.ts';
