@@ -14,11 +14,34 @@ from .config import parse_args
 from .logs import logger, setup_logging
 
 
+def _preload_server_modules() -> None:
+    """Import everything the server needs BEFORE the app dir goes first on sys.path, so that a user module
+    called e.g. ``click.py`` or ``h11.py`` cannot shadow one of the runtime's dependencies."""
+    import importlib
+
+    for name in (
+        "uvicorn",
+        "uvicorn.lifespan.off",
+        "uvicorn.protocols.http.httptools_impl",
+        "uvicorn.protocols.http.h11_impl",
+        "uvicorn.loops.uvloop",
+        "uvloop",
+        "httptools",
+    ):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = parse_args(argv)
     setup_logging(settings.log_level)
+    _preload_server_modules()
 
+    from .app import Runtime
     from .loader import discover, load_module
+    from .server import run
 
     try:
         module = load_module(settings.app_dir)
@@ -30,9 +53,6 @@ def main(argv: list[str] | None = None) -> None:
     functions = discover(module)
     if not functions:
         logger.warning(f"{settings.app_dir}/main.py defines no public functions")
-
-    from .app import Runtime
-    from .server import run
 
     executor = concurrent.futures.ThreadPoolExecutor(
         max_workers=settings.max_workers, thread_name_prefix="apphost-fn"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from conftest import spawn, write_app
@@ -13,7 +14,9 @@ SLOW_APP = """
 import time
 
 
-def sleep(seconds):
+def sleep(seconds, started=None):
+    if started:
+        open(started, "w").close()  # tells the test the call is in flight
     time.sleep(seconds)
     return {"slept": seconds}
 
@@ -62,17 +65,20 @@ def _call_in_thread(url: str, path: str, body: dict, out: dict) -> threading.Thr
     return t
 
 
-def _wait_inflight(rt) -> None:
-    """Give the request time to reach the runtime (the call itself logs only at its end)."""
-    time.sleep(0.4)
-    assert rt.alive()
+def _wait_inflight(rt, started: Path) -> None:
+    """Wait until the function has started running (it creates the ``started`` file)."""
+    deadline = time.monotonic() + 10
+    while not started.exists():
+        assert rt.alive() and time.monotonic() < deadline, "the call never started"
+        time.sleep(0.01)
 
 
-def test_sigterm_lets_inflight_call_finish_then_exits_zero(start_runtime):
+def test_sigterm_lets_inflight_call_finish_then_exits_zero(start_runtime, tmp_path):
     rt = start_runtime(SLOW_APP, "--grace-seconds", "10")
     out: dict = {}
-    t = _call_in_thread(rt.url, "/sleep", {"seconds": 1.5}, out)
-    _wait_inflight(rt)
+    started = tmp_path / "started"
+    t = _call_in_thread(rt.url, "/sleep", {"seconds": 1.5, "started": str(started)}, out)
+    _wait_inflight(rt, started)
     t_sig = time.monotonic()
     rt.proc.send_signal(signal.SIGTERM)
     time.sleep(0.05)
@@ -108,12 +114,13 @@ def test_sigterm_lets_open_stream_finish(start_runtime):
     assert rt.proc.wait(timeout=10) == 0
 
 
-def test_sigterm_past_grace_exits_after_grace(start_runtime):
+def test_sigterm_past_grace_exits_after_grace(start_runtime, tmp_path):
     grace = 1.0
     rt = start_runtime(SLOW_APP, "--grace-seconds", str(grace))
     out: dict = {}
-    _call_in_thread(rt.url, "/sleep", {"seconds": 30}, out)
-    _wait_inflight(rt)
+    started = tmp_path / "started"
+    _call_in_thread(rt.url, "/sleep", {"seconds": 30, "started": str(started)}, out)
+    _wait_inflight(rt, started)
     t_sig = time.monotonic()
     rt.proc.send_signal(signal.SIGTERM)
     code = rt.proc.wait(timeout=grace + 5)
@@ -123,11 +130,12 @@ def test_sigterm_past_grace_exits_after_grace(start_runtime):
     assert grace * 0.9 <= took < grace + 1.5
 
 
-def test_sigint_drains_like_sigterm(start_runtime):
+def test_sigint_drains_like_sigterm(start_runtime, tmp_path):
     rt = start_runtime(SLOW_APP, "--grace-seconds", "10")
     out: dict = {}
-    t = _call_in_thread(rt.url, "/sleep", {"seconds": 1.0}, out)
-    _wait_inflight(rt)
+    started = tmp_path / "started"
+    t = _call_in_thread(rt.url, "/sleep", {"seconds": 1.0, "started": str(started)}, out)
+    _wait_inflight(rt, started)
     rt.proc.send_signal(signal.SIGINT)
     t.join(timeout=10)
     assert out.get("response") is not None and out["response"].status_code == 200, out

@@ -49,7 +49,7 @@ def test_generator_events_arrive_one_by_one(rt, name):
     gaps = [round(b[0] - a[0], 3) for a, b in zip(events, events[1:], strict=False)]
     print(f"{name}: first event after {first * 1000:.0f} ms, last after {last * 1000:.0f} ms, gaps {gaps} s")
     # The generator needs >= 2*gap to yield the last event: the first must arrive long before that.
-    assert first < gap
+    assert first < 2 * gap * 0.75
     assert last - first >= 2 * gap * 0.8
     assert all(g >= gap * 0.7 for g in gaps)
 
