@@ -1,0 +1,159 @@
+/** Shared pieces of the webhook integration tests: a scripted receiver, a NATS + stream, job publishing. */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { WebhookDeliveryRecord, WebhookJob } from '../../../src/shared/contracts/messaging.ts';
+import type { SecretBox } from '../../../src/shared/secretbox.ts';
+import { createDeliveryStore } from '../../../src/webhooks/deliveries.ts';
+import { publishWebhookJob } from '../../../src/webhooks/publish.ts';
+import { ensureWebhooksStream, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { waitFor } from '../../harness/process.ts';
+
+export interface Received {
+  n: number;
+  at: number;
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** What the receiver does with its n-th request (1-based): answer with a status, or never answer. */
+export type Script = (n: number) => { status: number; headers?: Record<string, string> } | 'hang';
+
+export interface Receiver {
+  url: string;
+  port: number;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+export async function startReceiver(script: Script): Promise<Receiver> {
+  const received: Received[] = [];
+  const hanging: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const n = received.length + 1;
+      received.push({
+        n,
+        at: Date.now(),
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+      });
+      const what = script(n);
+      if (what === 'hang') {
+        hanging.push(res);
+        return;
+      }
+      res.writeHead(what.status, what.headers ?? {}).end(what.status === 304 ? undefined : 'ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    port,
+    received,
+    close: () =>
+      new Promise((resolve) => {
+        for (const r of hanging) r.destroy();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+export interface WebhookNats {
+  server: NatsServer;
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  js: JetStreamClient;
+  kv: KV;
+  record(requestId: string): Promise<WebhookDeliveryRecord | undefined>;
+  close(): Promise<void>;
+}
+
+/** A private nats-server (the stream names are fixed constants) with the WEBHOOKS objects created. */
+export async function startWebhookNats(): Promise<WebhookNats> {
+  const server = await startNats();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  await ensureWebhooksStream(jsm);
+  const kv = await openDeliveriesBucket(jsm);
+  const store = createDeliveryStore(kv);
+  return {
+    server,
+    nc,
+    jsm,
+    js: jetstream(nc),
+    kv,
+    record: (id) => store.get(id),
+    async close() {
+      await nc.close();
+      await server.stop();
+    },
+  };
+}
+
+export function makeJob(opts: {
+  endpoint: string;
+  body?: string;
+  secret?: string;
+  secretBox?: SecretBox;
+  status?: number;
+}): WebhookJob {
+  const body = opts.body ?? '{"result":"hello"}';
+  return {
+    v: 1,
+    requestId: `req-${randomUUID()}`,
+    projectId: 'proj',
+    appName: 'app',
+    target: {
+      endpoint: opts.endpoint,
+      ...(opts.secret && opts.secretBox ? { sealedSecret: opts.secretBox.seal(opts.secret) } : {}),
+    },
+    response: {
+      status: opts.status ?? 200,
+      contentType: 'application/json',
+      bodyBase64: Buffer.from(body).toString('base64'),
+    },
+    runStatus: 'success',
+    completedAt: new Date().toISOString(),
+  };
+}
+
+export async function publish(js: JetStreamClient, job: WebhookJob): Promise<void> {
+  await publishWebhookJob(js, job);
+}
+
+/** Waits until the delivery record for `requestId` is no longer pending. */
+export async function waitForFinal(
+  nats: WebhookNats,
+  requestId: string,
+  timeoutMs = 30_000,
+): Promise<WebhookDeliveryRecord> {
+  let rec: WebhookDeliveryRecord | undefined;
+  await waitFor(
+    `delivery ${requestId} to finish`,
+    async () => {
+      rec = await nats.record(requestId);
+      return rec !== undefined && rec.state !== 'pending';
+    },
+    timeoutMs,
+    50,
+  );
+  return rec as WebhookDeliveryRecord;
+}
+
+/** Gaps in ms between consecutive requests a receiver saw. */
+export const gaps = (r: Received[]) => r.slice(1).map((x, i) => x.at - (r[i] as Received).at);
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
