@@ -1,0 +1,76 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadAppsFolder, ManifestError } from './app-manifests.ts';
+
+const app = (name: string, extra = '') =>
+  `apiVersion: apphost.dev/v1alpha1\nkind: App\nmetadata:\n  name: ${name}\nspec:\n  runtime: cortex\n${extra}`;
+
+describe('loadAppsFolder', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'apphost-apps-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const put = (path: string, text: string) => {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  };
+
+  it('reads the example apps', () => {
+    const { apps, domains } = loadAppsFolder(resolve('examples/apps'));
+    expect(apps.map((a) => a.name)).toEqual(['hello', 'slow', 'stream']);
+    expect(apps.find((a) => a.name === 'slow')?.gracePeriodSeconds).toBe(120);
+    expect(domains.map((d) => [d.metadata.name, d.spec.hostname, d.spec.appName])).toEqual([
+      ['hello-local', 'hello.localhost', 'hello'],
+    ]);
+  });
+
+  it('defaults the grace period and ignores folders without app.yaml', () => {
+    put('a/app.yaml', app('a'));
+    put('a/main.py', 'def run(): return 1\n');
+    put('__pycache__/x.pyc', '');
+    const { apps, domains } = loadAppsFolder(dir);
+    expect(apps.map((a) => [a.name, a.gracePeriodSeconds])).toEqual([['a', 900]]);
+    expect(domains).toEqual([]);
+  });
+
+  it.each([
+    ['a wrong kind', app('a').replace('kind: App', 'kind: Pod'), /a\/app\.yaml: not a valid App: kind/],
+    ['a name that is not its folder', app('b'), /metadata.name 'b' must match its folder name 'a'/],
+    ['an unknown runtime', app('a').replace('cortex', 'java'), /spec.runtime/],
+    [
+      'a grace period over 12 h',
+      app('a', '  responseGracePeriodSeconds: 50000\n'),
+      /responseGracePeriodSeconds/,
+    ],
+    ['broken YAML', 'kind: [', /invalid YAML/],
+  ])('rejects %s with the file and field named', (_what, text, message) => {
+    put('a/app.yaml', text);
+    put('a/main.py', 'def run(): return 1\n');
+    expect(() => loadAppsFolder(dir)).toThrow(ManifestError);
+    expect(() => loadAppsFolder(dir)).toThrow(message);
+  });
+
+  it('rejects a cortex app without main.py', () => {
+    put('a/app.yaml', app('a'));
+    expect(() => loadAppsFolder(dir)).toThrow(/needs a main.py/);
+  });
+
+  it('rejects a domain of an unknown app and a hostname claimed twice', () => {
+    put('a/app.yaml', app('a'));
+    put('a/main.py', '');
+    const da = (name: string, host: string, appName: string) =>
+      `apiVersion: apphost.dev/v1alpha1\nkind: DomainAssignment\nmetadata:\n  name: ${name}\nspec:\n  hostname: ${host}\n  appName: ${appName}\n`;
+    put('domains.yaml', da('d1', 'x.localhost', 'nope'));
+    expect(() => loadAppsFolder(dir)).toThrow(/names unknown app 'nope'/);
+    put('domains.yaml', `${da('d1', 'x.localhost', 'a')}---\n${da('d2', 'x.localhost', 'a')}`);
+    expect(() => loadAppsFolder(dir)).toThrow(/claimed twice/);
+  });
+
+  it('names a missing folder', () => {
+    expect(() => loadAppsFolder(join(dir, 'nope'))).toThrow(/apps folder does not exist/);
+  });
+});

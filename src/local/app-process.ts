@@ -1,0 +1,42 @@
+/** How a local app is run: the Python runtime for cortex apps, the app's own entrypoint for custom ones. */
+import type { LocalApp } from './app-manifests.ts';
+import type { ProcessSpec } from './spawner.ts';
+
+export const CORTEX_READINESS_PATH = '/ready';
+
+export function appProcessSpec(
+  app: LocalApp,
+  port: number,
+  python: string,
+  env: NodeJS.ProcessEnv,
+): ProcessSpec {
+  const appEnv: NodeJS.ProcessEnv = { ...env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
+  for (const v of app.manifest.spec.env ?? []) if (v.value !== undefined) appEnv[v.name] = v.value;
+  if (app.manifest.spec.runtime === 'custom') {
+    const [command, ...args] = app.manifest.spec.entrypoint ?? [];
+    return { command: command ?? 'false', args, cwd: app.dir, env: { ...appEnv, PORT: String(port) } };
+  }
+  return {
+    command: python,
+    args: [
+      '-m',
+      'apphost_runtime',
+      '--app-dir',
+      app.dir,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--grace-seconds',
+      String(app.gracePeriodSeconds),
+    ],
+    cwd: app.dir,
+    env: appEnv,
+  };
+}
+
+export function readinessPath(app: LocalApp): string {
+  return app.manifest.spec.runtime === 'custom'
+    ? (app.manifest.spec.readinessPath ?? app.manifest.spec.healthcheckPath ?? '/')
+    : CORTEX_READINESS_PATH;
+}

@@ -1,0 +1,290 @@
+/**
+ * `apphost dev`: the whole platform in one process. Apps run as supervised local processes; the
+ * gateway, run worker, webhook dispatcher and management API are the cluster's code with local seams
+ * (local resolver, memory store, loopback-allowed webhooks).
+ */
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Registry } from 'prom-client';
+import type { DomainAssignment } from '../apis/v1alpha1/types.ts';
+import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { Logger } from '../shared/log.ts';
+import type { ReadinessCheck } from '../shared/ops.ts';
+import type { KeySet } from '../shared/run-tokens.ts';
+import { issueRunToken } from '../shared/run-tokens.ts';
+import { APP_FILE, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
+import { appProcessSpec, readinessPath } from './app-process.ts';
+import { banner, type Credentials, urlHost, writeCredentials } from './credentials.ts';
+import { startLocalNats } from './nats-server.ts';
+import { type DevOptions, findNatsServer } from './options.ts';
+import { freePort } from './ports.ts';
+import { createLocalResolver, type LocalAppEndpoint } from './resolver.ts';
+import type { TrackingSpawner } from './spawner.ts';
+import { loadOrCreateState } from './state.ts';
+import { createSupervisor, type Supervisor } from './supervisor.ts';
+import { watchApps } from './watcher.ts';
+
+/** Loopback, always allowed as webhook targets in local mode. */
+export const LOCAL_WEBHOOK_ALLOW_CIDRS = ['127.0.0.0/8', '::1/128'];
+/** Bound on waiting for every app's runtime to answer its readiness probe before printing the banner. */
+export const APPS_READY_TIMEOUT_MS = 30_000;
+/** Lifetime of the run token and service-account token printed at start. */
+export const LOCAL_TOKEN_TTL_MS = 30 * 24 * 3600_000;
+export const LOCAL_SERVICE_ACCOUNT = 'local-dev';
+
+/** The management store operations local mode needs (the memory store provides them). */
+export interface LocalStore {
+  addApp(projectId: string, appName: string): void;
+  createDomain(projectId: string, d: { domainId: string; hostname: string }): Promise<unknown>;
+  assignDomain(projectId: string, domainId: string, appName: string): Promise<unknown>;
+  listDomains(projectId: string): Promise<Array<{ hostname: string; appName: string | undefined }>>;
+}
+
+export interface PlatformDeps {
+  opts: DevOptions;
+  natsUrl: string;
+  resolver: AppResolver;
+  keySet: KeySet;
+  keySetFile: string;
+  platformKey: string;
+  log: Logger;
+  registry: Registry;
+}
+
+/** What the platform half (gateway, worker, dispatcher, management API) gives back to local mode. */
+export interface LocalPlatform {
+  store: LocalStore;
+  apiPort: number;
+  managementPort: number;
+  opsPort: number;
+  checks: ReadinessCheck[];
+  /** Creates a service account and returns its token (shown once). */
+  createServiceAccountToken(projectId: string, name: string, expiresAt: Date): Promise<string>;
+  /** Starts serving (after the store is seeded). */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export type StartPlatform = (deps: PlatformDeps) => Promise<LocalPlatform>;
+
+export interface DevSession {
+  credentials: Credentials;
+  supervisor: Supervisor;
+  natsUrl: string;
+  /** Stops everything started, in reverse order. */
+  stop(): Promise<void>;
+}
+
+export interface DevDeps {
+  opts: DevOptions;
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+  registry: Registry;
+  spawner: TrackingSpawner;
+  /** App and NATS output lines, prefixed with `[<app>]`. */
+  output: (line: string) => void;
+  /** The banner. */
+  print: (text: string) => void;
+  startPlatform: StartPlatform;
+}
+
+async function waitReady(apps: Map<string, LocalAppEndpoint>, timeoutMs: number, log: Logger): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const pending = new Set(apps.keys());
+  while (pending.size > 0 && Date.now() < deadline) {
+    for (const name of [...pending]) {
+      const ep = apps.get(name);
+      if (!ep) continue;
+      try {
+        const res = await fetch(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, {
+          signal: AbortSignal.timeout(1_000),
+        });
+        if (res.status === 200) pending.delete(name);
+      } catch {
+        // still starting
+      }
+    }
+    if (pending.size > 0) await new Promise((r) => setTimeout(r, 200));
+  }
+  if (pending.size > 0)
+    log.warn(
+      { apps: [...pending], timeoutMs },
+      'some apps are not ready yet (their calls answer 503 until they are)',
+    );
+}
+
+export async function startDev(deps: DevDeps): Promise<DevSession> {
+  const { opts, log } = deps;
+  const cleanups: Array<{ name: string; run: () => Promise<void> }> = [];
+  const stop = async () => {
+    for (const c of cleanups.reverse()) {
+      try {
+        await c.run();
+      } catch (err) {
+        log.error({ err, step: c.name }, 'stop step failed');
+      }
+    }
+    cleanups.length = 0;
+  };
+  try {
+    const folder = loadAppsFolder(opts.appsDir);
+    const state = await loadOrCreateState(opts.stateDir);
+
+    let natsUrl = opts.natsUrl;
+    let natsStarted = false;
+    if (!natsUrl) {
+      const binary = findNatsServer(deps.env);
+      if (!binary)
+        throw new Error(
+          "nats-server not found on PATH or in $APPHOST_CACHE/bin: run 'make deps-tools' (or set NATS_URL to a NATS server with JetStream)",
+        );
+      const nats = await startLocalNats({ binary, spawner: deps.spawner, log, output: deps.output });
+      cleanups.push({ name: 'nats-server', run: nats.stop });
+      natsUrl = nats.url;
+      natsStarted = true;
+    }
+
+    const apps = new Map<string, LocalApp>();
+    const endpoints = new Map<string, LocalAppEndpoint>();
+    const register = async (app: LocalApp) => {
+      apps.set(app.name, app);
+      endpoints.set(app.name, {
+        runtime: app.manifest.spec.runtime,
+        port: await freePort(),
+        gracePeriodSeconds: app.gracePeriodSeconds,
+        readinessPath: readinessPath(app),
+        generation: 0,
+      });
+    };
+    for (const app of folder.apps) await register(app);
+
+    const resolver = createLocalResolver({
+      projectId: opts.projectId,
+      endpoint: (name) => endpoints.get(name),
+      domains: {
+        appForHost: async (projectId, hostname) =>
+          (await platform.store.listDomains(projectId)).find((d) => d.hostname === hostname)?.appName,
+      },
+    });
+    const supervisor = createSupervisor({
+      spawner: deps.spawner,
+      log,
+      output: deps.output,
+      onStart: (name) => {
+        const ep = endpoints.get(name);
+        if (ep) ep.generation++;
+      },
+    });
+    cleanups.push({ name: 'apps', run: () => supervisor.stopAll() });
+    const platform = await deps.startPlatform({
+      opts,
+      natsUrl,
+      resolver,
+      keySet: state.keySet,
+      keySetFile: state.keySetFile,
+      platformKey: state.platformKey,
+      log,
+      registry: deps.registry,
+    });
+    cleanups.push({ name: 'platform', run: () => platform.stop() });
+    for (const app of folder.apps) platform.store.addApp(opts.projectId, app.name);
+    await seedDomains(platform.store, opts.projectId, folder.domains);
+
+    const supervise = (name: string) =>
+      supervisor.add({
+        name,
+        spec: () => {
+          const app = apps.get(name)!;
+          return appProcessSpec(app, endpoints.get(name)!.port, opts.python, deps.env);
+        },
+        graceMs: () => (apps.get(name)?.gracePeriodSeconds ?? 0) * 1000,
+      });
+    for (const app of folder.apps) supervise(app.name);
+
+    if (opts.watch) {
+      const watcher = watchApps(
+        opts.appsDir,
+        (name) => {
+          void onAppChanged(name).catch((err: unknown) =>
+            log.error({ err, app: name }, 'reloading app failed'),
+          );
+        },
+        undefined,
+        (err) => log.warn({ err }, 'file watching stopped; restart apphost dev to pick up changes'),
+      );
+      cleanups.push({ name: 'watcher', run: async () => watcher.close() });
+    }
+    async function onAppChanged(name: string): Promise<void> {
+      const dir = join(opts.appsDir, name);
+      if (!existsSync(join(dir, APP_FILE))) {
+        if (apps.has(name)) log.warn({ app: name }, `${APP_FILE} is gone; keeping the running process`);
+        return;
+      }
+      let app: LocalApp;
+      try {
+        app = loadApp(dir, name);
+      } catch (err) {
+        log.error(
+          { app: name, err: (err as Error).message },
+          'app manifest is invalid; keeping the running process',
+        );
+        return;
+      }
+      if (!apps.has(name)) {
+        await register(app);
+        platform.store.addApp(opts.projectId, name);
+        supervise(name);
+        log.info({ app: name }, 'new app found; started it');
+        return;
+      }
+      apps.set(name, app);
+      const ep = endpoints.get(name)!;
+      ep.gracePeriodSeconds = app.gracePeriodSeconds;
+      ep.readinessPath = readinessPath(app);
+      ep.runtime = app.manifest.spec.runtime;
+      log.info({ app: name }, 'app files changed; restarting its process');
+      await supervisor.restart(name);
+    }
+
+    await platform.start();
+    await waitReady(endpoints, APPS_READY_TIMEOUT_MS, log);
+
+    const host = urlHost(opts.host);
+    const expiresAt = new Date(Date.now() + LOCAL_TOKEN_TTL_MS);
+    const credentials: Credentials = {
+      project_id: opts.projectId,
+      api_url: `http://${host}:${platform.apiPort}`,
+      base_url: `http://${host}:${platform.managementPort}`,
+      run_token: await issueRunToken(state.keySet, opts.projectId, expiresAt),
+      service_account_token: await platform.createServiceAccountToken(
+        opts.projectId,
+        `${LOCAL_SERVICE_ACCOUNT}-${Date.now().toString(36)}`,
+        expiresAt,
+      ),
+    };
+    if (opts.credentialsOut) writeCredentials(opts.credentialsOut, credentials);
+    deps.print(
+      banner({
+        creds: credentials,
+        apps: [...apps.values()].map((a) => ({ name: a.name })),
+        domains: await platform.store.listDomains(opts.projectId),
+        natsUrl,
+        natsStarted,
+        credentialsOut: opts.credentialsOut,
+        opsUrl: `http://${host}:${platform.opsPort}`,
+      }),
+    );
+    return { credentials, supervisor, natsUrl, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+async function seedDomains(store: LocalStore, projectId: string, domains: DomainAssignment[]): Promise<void> {
+  for (const d of domains) {
+    await store.createDomain(projectId, { domainId: d.metadata.name, hostname: d.spec.hostname });
+    if (d.spec.appName) await store.assignDomain(projectId, d.metadata.name, d.spec.appName);
+  }
+}

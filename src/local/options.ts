@@ -1,0 +1,115 @@
+/** `apphost dev` flags: parsed with node:util parseArgs, defaults documented in docs/local.md. */
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+export interface DevOptions {
+  appsDir: string;
+  host: string;
+  port: number;
+  managementPort: number;
+  opsPort: number;
+  credentialsOut?: string;
+  projectId: string;
+  python: string;
+  stateDir: string;
+  natsUrl?: string;
+  watch: boolean;
+  logLevel: string;
+  help: boolean;
+}
+
+export class DevUsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export const DEV_USAGE = `usage: apphost dev [flags]
+
+  --apps DIR               one folder per app (app.yaml + code), domains.yaml beside them (examples/apps)
+  --port N                 run API port, {api_url} (8080; 0 = any free port)
+  --management-port N      management API port, {base_url} (8081; 0 = any free port)
+  --ops-port N             /healthz /readyz /metrics (9090 or APPHOST_OPS_PORT; 0 = any free port)
+  --host ADDR              address the APIs listen on (127.0.0.1)
+  --credentials-out FILE   also write project_id, api_url, base_url, run_token, service_account_token as JSON
+  --project ID             project id of the apps (local)
+  --python PATH            python with apphost_runtime installed ($APPHOST_PYTHON, runtime/python/.venv/bin/python, python3)
+  --state-dir DIR          generated keys live here (.apphost)
+  --no-watch               do not restart an app's runtime when its files change
+  --help                   this text
+
+env: NATS_URL (use this NATS instead of starting one), APPHOST_CACHE (where nats-server may be, ~/.cache/apphost),
+     APPHOST_LOG_LEVEL (info)`;
+
+const PROJECT_ID = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function port(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535)
+    throw new DevUsageError(`--${name} must be a port number, got '${raw}'`);
+  return n;
+}
+
+/** The python that has apphost_runtime: explicit flag, then $APPHOST_PYTHON, then the repo venv, then python3. */
+export function defaultPython(env: NodeJS.ProcessEnv, cwd: string): string {
+  if (env.APPHOST_PYTHON) return env.APPHOST_PYTHON;
+  const venv = join(cwd, 'runtime', 'python', '.venv', 'bin', 'python');
+  return existsSync(venv) ? venv : 'python3';
+}
+
+export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: string): DevOptions {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      apps: { type: 'string' },
+      port: { type: 'string' },
+      'management-port': { type: 'string' },
+      'ops-port': { type: 'string' },
+      host: { type: 'string' },
+      'credentials-out': { type: 'string' },
+      project: { type: 'string' },
+      python: { type: 'string' },
+      'state-dir': { type: 'string' },
+      'no-watch': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (positionals.length > 0) throw new DevUsageError(`unexpected arguments: ${positionals.join(' ')}`);
+  const projectId = values.project ?? 'local';
+  if (!PROJECT_ID.test(projectId))
+    throw new DevUsageError(
+      `--project must be a DNS label (lowercase letters, digits, '-'), got '${projectId}'`,
+    );
+  const opts: DevOptions = {
+    appsDir: resolve(cwd, values.apps ?? 'examples/apps'),
+    host: values.host ?? '127.0.0.1',
+    port: port('port', values.port, 8080),
+    managementPort: port('management-port', values['management-port'], 8081),
+    opsPort: port('ops-port', values['ops-port'] ?? env.APPHOST_OPS_PORT, 9090),
+    projectId,
+    python: values.python ?? defaultPython(env, cwd),
+    stateDir: resolve(cwd, values['state-dir'] ?? '.apphost'),
+    watch: !values['no-watch'],
+    logLevel: env.APPHOST_LOG_LEVEL || 'info',
+    help: values.help ?? false,
+  };
+  if (values['credentials-out']) opts.credentialsOut = resolve(cwd, values['credentials-out']);
+  if (env.NATS_URL) opts.natsUrl = env.NATS_URL;
+  return opts;
+}
+
+/** Where `nats-server` is: on PATH, else in $APPHOST_CACHE/bin (where `make deps` builds it). */
+export function findNatsServer(env: NodeJS.ProcessEnv): string | undefined {
+  const dirs = [
+    ...(env.PATH ?? '').split(':').filter(Boolean),
+    join(env.APPHOST_CACHE || join(homedir(), '.cache', 'apphost'), 'bin'),
+  ];
+  for (const dir of dirs) {
+    const candidate = join(dir, 'nats-server');
+    if (existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}

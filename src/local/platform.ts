@@ -1,0 +1,166 @@
+/**
+ * The platform half of local mode: the same gateway, run worker, webhook dispatcher and management API
+ * as a cluster install, in this process, wired to local seams (resolver, memory store, loopback
+ * webhooks allowed). Servers are created here but only listen once `start()` is called.
+ */
+import { createServer, type Server } from 'node:http';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import { createGateway } from '../gateway/gateway.ts';
+import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
+import { createManagementApi } from '../management/app.ts';
+import { createServiceAccount } from '../management/service-accounts.ts';
+import { createMemoryStore } from '../management/store/memory.ts';
+import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
+import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
+import { createRunWorker } from '../runs/worker.ts';
+import { startOpsServer } from '../shared/ops.ts';
+import { createRunTokenVerifier, type RunTokenVerifier } from '../shared/run-tokens.ts';
+import { createSecretBox } from '../shared/secretbox.ts';
+import { createDeliveryStore } from '../webhooks/deliveries.ts';
+import { createWebhookDispatcher } from '../webhooks/dispatcher.ts';
+import { DEFAULT_WEBHOOK_SETTINGS } from '../webhooks/settings.ts';
+import { ensureWebhooksStream, openDeliveriesBucket } from '../webhooks/stream.ts';
+import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from './dev.ts';
+
+/** Bound on connecting to NATS and creating streams and buckets at start. */
+export const LOCAL_NATS_CONNECT_TIMEOUT_MS = 20_000;
+/** Bound on the run worker and the webhook dispatcher finishing in-flight work on exit (then redelivered). */
+export const LOCAL_STOP_BOUND_MS = 10_000;
+
+function listen(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const a = server.address();
+      resolve(typeof a === 'object' && a ? a.port : port);
+    });
+  });
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}
+
+export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatform> {
+  const { opts, log, registry } = deps;
+  const nc = await connect({
+    servers: deps.natsUrl,
+    name: 'apphost-dev',
+    maxReconnectAttempts: -1,
+    timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS,
+  });
+  let natsConnected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') natsConnected = false;
+      else if (s.type === 'reconnect') natsConnected = true;
+    }
+  })();
+  try {
+    const jsm = await jetstreamManager(nc, { timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS });
+    const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
+    await ensureWebhooksStream(jsm);
+    const deliveriesKv = await openDeliveriesBucket(jsm);
+    const runStore = createRunStore(runsKv, nc);
+    const secretBox = createSecretBox(deps.platformKey);
+
+    const store = createMemoryStore({ keysFile: deps.keySetFile });
+    store.addProject(opts.projectId);
+    // Keys may be rotated through the management API: the gateway reads the store's current set.
+    let keys = deps.keySet;
+    const verify = createRunTokenVerifier(() => keys);
+    const verifyRunToken: RunTokenVerifier = async (token) => {
+      keys = await store.getRunTokenKeys();
+      return verify(token);
+    };
+
+    const gateway = createGateway({
+      resolver: deps.resolver,
+      verifyRunToken,
+      nc,
+      secretBox,
+      log: log.child({ component: 'gateway' }),
+      registry,
+      settings: DEFAULT_GATEWAY_SETTINGS,
+      runStore,
+    });
+    const worker = createRunWorker({
+      nc,
+      resolver: deps.resolver,
+      secretBox,
+      log: log.child({ component: 'run-worker' }),
+      registry,
+      settings: DEFAULT_RUN_WORKER_SETTINGS,
+    });
+    const dispatcher = createWebhookDispatcher({
+      nc,
+      secretBox,
+      log: log.child({ component: 'webhooks' }),
+      registry,
+      settings: { ...DEFAULT_WEBHOOK_SETTINGS, allowCidrs: LOCAL_WEBHOOK_ALLOW_CIDRS },
+      deliveriesKv,
+    });
+    const management = createManagementApi({
+      store,
+      runs: runStore,
+      deliveries: createDeliveryStore(deliveriesKv),
+      log: log.child({ component: 'management' }),
+      registry,
+    });
+    const apiServer = createServer(gateway.callback());
+    const managementServer = createServer(management.callback());
+
+    let ops: Awaited<ReturnType<typeof startOpsServer>> | undefined;
+    const platform: LocalPlatform = {
+      store,
+      apiPort: opts.port,
+      managementPort: opts.managementPort,
+      opsPort: opts.opsPort,
+      checks: [{ name: 'nats', check: () => natsConnected && !nc.isClosed() }],
+      async createServiceAccountToken(projectId, name, expiresAt) {
+        return (await createServiceAccount(store, projectId, name, expiresAt)).token;
+      },
+      async start() {
+        await worker.start();
+        await dispatcher.start();
+        platform.apiPort = await listen(apiServer, opts.port, opts.host);
+        platform.managementPort = await listen(managementServer, opts.managementPort, opts.host);
+        ops = await startOpsServer({
+          port: opts.opsPort,
+          host: opts.host,
+          registry,
+          checks: platform.checks,
+        });
+        platform.opsPort = ops.port();
+        log.info(
+          { apiPort: platform.apiPort, managementPort: platform.managementPort, opsPort: platform.opsPort },
+          'local platform listening',
+        );
+      },
+      async stop() {
+        ops?.drain();
+        await gateway.drain();
+        await Promise.all([close(apiServer), close(managementServer)]);
+        await Promise.all([worker.stop(LOCAL_STOP_BOUND_MS), dispatcher.stop(LOCAL_STOP_BOUND_MS)]);
+        await gateway.close();
+        await Promise.race([
+          nc.drain(),
+          new Promise((r) => setTimeout(r, LOCAL_STOP_BOUND_MS).unref()),
+        ]).catch(() => {});
+        await nc.close();
+        await ops?.close();
+      },
+    };
+    return platform;
+  } catch (err) {
+    await nc.close();
+    throw err;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * The local AppResolver: apps are runtime processes on loopback ports, domains come from the
+ * management store (so an unassign through the management API takes effect at once).
+ * Readiness is asked of the runtime itself (GET /ready), its functions of GET /functions.
+ */
+
+import type { Runtime } from '../apis/v1alpha1/types.ts';
+import type { AppResolver, ResolvedApp } from '../shared/contracts/seams.ts';
+
+export interface LocalAppEndpoint {
+  runtime: Runtime;
+  port: number;
+  gracePeriodSeconds: number;
+  /** Path answering 200 when ready (cortex: /ready). */
+  readinessPath: string;
+  /** Bumped on every process start; cached facts of an older generation are dropped. */
+  generation: number;
+}
+
+export interface DomainLookup {
+  /** The app a hostname is assigned to in `projectId`, if any. */
+  appForHost(projectId: string, hostname: string): Promise<string | undefined>;
+}
+
+export interface LocalResolverSettings {
+  /** Bound on one readiness or /functions probe of a runtime. */
+  probeTimeoutMs: number;
+}
+
+export const DEFAULT_LOCAL_RESOLVER_SETTINGS: LocalResolverSettings = { probeTimeoutMs: 2_000 };
+
+export type HttpGet = (url: string, timeoutMs: number) => Promise<{ status: number; body: string }>;
+
+export const fetchGet: HttpGet = async (url, timeoutMs) => {
+  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+  return { status: res.status, body: await res.text() };
+};
+
+/** Lowercase, without a port or a trailing dot: how Host headers are compared. */
+export function normalizeHost(host: string): string {
+  let h = host.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  const colon = h.lastIndexOf(':');
+  if (colon !== -1) h = h.slice(0, colon);
+  return h.endsWith('.') ? h.slice(0, -1) : h;
+}
+
+export function createLocalResolver(deps: {
+  projectId: string;
+  endpoint: (appName: string) => LocalAppEndpoint | undefined;
+  domains: DomainLookup;
+  get?: HttpGet;
+  settings?: Partial<LocalResolverSettings>;
+}): AppResolver {
+  const s = { ...DEFAULT_LOCAL_RESOLVER_SETTINGS, ...deps.settings };
+  const get = deps.get ?? fetchGet;
+  const functions = new Map<string, { generation: number; names: readonly string[] }>();
+
+  async function listFunctions(
+    appName: string,
+    ep: LocalAppEndpoint,
+  ): Promise<readonly string[] | undefined> {
+    const cached = functions.get(appName);
+    if (cached && cached.generation === ep.generation) return cached.names;
+    try {
+      const res = await get(`http://127.0.0.1:${ep.port}/functions`, s.probeTimeoutMs);
+      if (res.status !== 200) return undefined;
+      const parsed = JSON.parse(res.body) as { functions?: Array<{ name?: unknown }> };
+      const names = (parsed.functions ?? [])
+        .map((f) => f.name)
+        .filter((n): n is string => typeof n === 'string');
+      functions.set(appName, { generation: ep.generation, names });
+      return names;
+    } catch {
+      return undefined;
+    }
+  }
+
+  return {
+    async resolve(projectId, appName) {
+      if (projectId !== deps.projectId) return undefined;
+      const ep = deps.endpoint(appName);
+      if (!ep) return undefined;
+      let ready = false;
+      try {
+        ready =
+          (await get(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, s.probeTimeoutMs)).status === 200;
+      } catch {
+        ready = false;
+      }
+      const resolved: ResolvedApp = {
+        projectId,
+        appName,
+        runtime: ep.runtime,
+        upstream: `http://127.0.0.1:${ep.port}`,
+        ready,
+        gracePeriodSeconds: ep.gracePeriodSeconds,
+      };
+      if (ready && ep.runtime === 'cortex') {
+        const names = await listFunctions(appName, ep);
+        if (names) resolved.functions = names;
+      }
+      return resolved;
+    },
+    async resolveHost(hostname) {
+      const appName = await deps.domains.appForHost(deps.projectId, normalizeHost(hostname));
+      return appName ? { projectId: deps.projectId, appName } : undefined;
+    },
+  };
+}
