@@ -1,0 +1,72 @@
+/** Shared set-up for the gateway and run-worker integration tests: a real runtime, real NATS, real HTTP. */
+
+import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AppResolver, ResolvedApp } from '../../../src/shared/contracts/seams.ts';
+import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const FIXTURE_APP_DIR = join(here, 'fixtures', 'app');
+export const REPO_ROOT = join(here, '..', '..', '..');
+export const PYTHON = join(REPO_ROOT, 'runtime', 'python', '.venv', 'bin', 'python');
+export const RUNTIME_START_TIMEOUT_MS = 60_000;
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface Runtime {
+  url: string;
+  port: number;
+  proc: ManagedProcess;
+}
+
+/** The real Cortex runtime serving `appDir` on a free loopback port. */
+export async function startRuntime(appDir = FIXTURE_APP_DIR): Promise<Runtime> {
+  const port = await freePort();
+  const logDir = tempDir('apphost-rt-');
+  const proc = startProcess(
+    'runtime',
+    PYTHON,
+    ['-m', 'apphost_runtime', '--app-dir', appDir, '--port', String(port), '--host', '127.0.0.1'],
+    { logFile: join(logDir, 'runtime.log'), cwd: join(REPO_ROOT, 'runtime', 'python') },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor('runtime /ready', async () => (await fetch(`${url}/ready`)).ok, RUNTIME_START_TIMEOUT_MS);
+  return { url, port, proc };
+}
+
+/** A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers. */
+export function staticResolver(
+  apps: ResolvedApp[],
+  hosts: Record<string, { projectId: string; appName: string }> = {},
+): AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts } {
+  return {
+    apps,
+    hosts,
+    async resolve(projectId, appName) {
+      return this.apps.find((a) => a.projectId === projectId && a.appName === appName);
+    },
+    async resolveHost(hostname) {
+      return this.hosts[hostname];
+    },
+  };
+}
+
+export async function listen(
+  handler: Parameters<typeof createServer>[1],
+): Promise<{ server: Server; url: string }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addr = server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return { server, url: `http://127.0.0.1:${addr.port}` };
+}
+
+export async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+}
