@@ -50,15 +50,24 @@ _LEVEL_NAMES = {
 }
 
 
+_handler: logging.Handler | None = None  # its lock also serialises our writes with logging's (threads)
+
+
 def flush() -> None:
     if _pending:
         data = "\n".join(_pending) + "\n"
         _pending.clear()
+        h = _handler
+        if h is not None:
+            h.acquire()
         try:
             sys.stdout.write(data)
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
+        finally:
+            if h is not None:
+                h.release()
 
 
 def call_log(level: int, msg: str, **fields: object) -> None:
@@ -113,8 +122,10 @@ def setup_logging(level: str = "info") -> None:
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     except (AttributeError, ValueError):
         pass
+    global _handler
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
+    _handler = handler
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -224,6 +224,13 @@ def returns_list():
     return [1, "two", None]
 
 
+def logs_something():
+    import logging
+
+    logging.getLogger("user").warning("hello from user code")
+    return "logged"
+
+
 def _private():
     return "hidden"
 

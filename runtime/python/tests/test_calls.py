@@ -133,3 +133,19 @@ def test_request_id_echoed_and_logged_without_body(rt):
     assert {"time", "level", "msg", "duration_ms"} <= rec.keys()
     assert secret not in rt.stdout()
     assert any(rec.get("request_id") == "req-404" and rec["status"] == 404 for rec in lines)
+
+
+def test_user_logging_is_json_and_tagged_with_request_id(rt):
+    r = httpx.post(f"{rt.url}/logs_something", headers={"X-Request-Id": "req-user-log"})
+    assert r.status_code == 200
+    deadline = time.monotonic() + 3
+    while True:
+        recs = [json.loads(line) for line in rt.stdout().splitlines() if line.startswith("{")]
+        user = [rec for rec in recs if rec.get("msg") == "hello from user code"]
+        if user or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert user, rt.stdout()
+    assert user[0]["request_id"] == "req-user-log"
+    assert user[0]["function"] == "logs_something"
+    assert user[0]["level"] == "warning"
