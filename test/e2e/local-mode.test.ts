@@ -1,0 +1,338 @@
+/**
+ * `apphost dev` end to end, as a newcomer runs it: a child process against (a copy of) examples/apps,
+ * with its own auto-started NATS and free ports; sync, SSE, async + signed webhook to a loopback
+ * receiver, custom-domain routing and unassignment, a code change picked up, and SIGTERM leaving no
+ * process behind.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, request, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const REPO = resolve(import.meta.dirname, '..', '..');
+/** Generous: the first start imports three Python runtimes and NATS on a busy 2-core machine. */
+const START_TIMEOUT_MS = 120_000;
+const STOP_TIMEOUT_MS = 90_000;
+
+interface Credentials {
+  project_id: string;
+  api_url: string;
+  base_url: string;
+  run_token: string;
+  service_account_token: string;
+}
+
+interface Delivery {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+async function until<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+/** Every process whose parent chain leads to `root` (read from /proc, so nothing escapes by being detached). */
+function descendants(root: number): number[] {
+  const parent = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      parent.set(Number(entry), ppid);
+    } catch {
+      // exited while we looked
+    }
+  }
+  const out: number[] = [];
+  for (const pid of parent.keys()) {
+    let p = parent.get(pid);
+    for (let depth = 0; p !== undefined && p > 1 && depth < 64; depth++) {
+      if (p === root) {
+        out.push(pid);
+        break;
+      }
+      p = parent.get(p);
+    }
+  }
+  return out;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    // a zombie still answers kill(0); it is gone for our purpose
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+
+describe('apphost dev (e2e)', () => {
+  let dir: string;
+  let appsDir: string;
+  let child: ChildProcess;
+  let output = '';
+  let exit: Promise<number | null>;
+  let creds: Credentials;
+  let receiver: Server;
+  let receiverUrl: string;
+  const deliveries: Delivery[] = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'apphost-e2e-local-'));
+    appsDir = join(dir, 'apps');
+    cpSync(join(REPO, 'examples', 'apps'), appsDir, { recursive: true });
+
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        deliveries.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const addr = receiver.address();
+    receiverUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/hook`;
+
+    const env = { ...process.env };
+    delete env.NATS_URL; // local mode must start its own
+    const credsFile = join(dir, 'credentials.json');
+    child = spawn(
+      process.execPath,
+      [
+        join(REPO, 'src', 'cli', 'main.ts'),
+        'dev',
+        '--apps',
+        appsDir,
+        '--port',
+        '0',
+        '--management-port',
+        '0',
+        '--ops-port',
+        '0',
+        '--state-dir',
+        join(dir, 'state'),
+        '--credentials-out',
+        credsFile,
+      ],
+      { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child.stdout?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    child.stderr?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    exit = new Promise((r) => child.once('exit', (code) => r(code)));
+    try {
+      creds = await until(
+        'the credentials file',
+        () => {
+          if (child.exitCode !== null) throw new Error(`apphost dev exited early:\n${output}`);
+          return existsSync(credsFile)
+            ? (JSON.parse(readFileSync(credsFile, 'utf8')) as Credentials)
+            : undefined;
+        },
+        START_TIMEOUT_MS,
+      );
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
+    }
+  });
+
+  afterAll(async () => {
+    if (child && child.exitCode === null) {
+      for (const pid of descendants(child.pid!)) process.kill(pid, 'SIGKILL');
+      child.kill('SIGKILL');
+    }
+    await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const run = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${creds.api_url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${creds.run_token}`,
+        'content-type': 'application/json',
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+
+  it('prints the banner with the loopback-webhook note and writes the credentials', () => {
+    expect(creds.project_id).toBe('local');
+    expect(creds.api_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(creds.base_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(output).toContain('Webhooks to loopback addresses (127.0.0.0/8, ::1) are ALLOWED in local mode');
+    expect(output).toMatch(/^\[hello\] /m);
+  });
+
+  it('calls hello synchronously', async () => {
+    const res = await run(`/v4/${creds.project_id}/hello/run`, { name: 'e2e' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toBeTruthy();
+    expect(await res.json()).toEqual({ message: 'hello e2e' });
+  });
+
+  it('rejects a call without a valid run token', async () => {
+    const res = await fetch(`${creds.api_url}/v4/${creds.project_id}/hello/run`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer nope', 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(res.status).toBe(401);
+  });
+
+  it('streams the generator as server-sent events', async () => {
+    const res = await run(
+      `/v4/${creds.project_id}/stream/run`,
+      { count: 3, delay: 0.05 },
+      { accept: 'text/event-stream' },
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = await res.text();
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => JSON.parse(e.slice('data: '.length)) as { n: number });
+    expect(events.map((e) => e.n)).toEqual([1, 2, 3]);
+  });
+
+  it('runs slow asynchronously and forwards the signed result to a loopback webhook', async () => {
+    const secret = 'e2e-webhook-secret';
+    const res = await run(
+      `/v4/${creds.project_id}/slow/run?async=true&webhookEndpoint=${encodeURIComponent(receiverUrl)}`,
+      { seconds: 1, label: 'e2e' },
+      { 'x-webhook-secret': secret },
+    );
+    expect(res.status).toBe(202);
+    const body = (await res.json()) as { run_id: string };
+    expect(Object.keys(body)).toEqual(['run_id']);
+    expect(body.run_id).toBe(res.headers.get('x-request-id'));
+
+    const delivery = await until(
+      'the webhook delivery',
+      () => deliveries.find((d) => d.headers['x-request-id'] === body.run_id),
+      60_000,
+    );
+    expect(delivery.body).toContain('"e2e"');
+    const ts = String(delivery.headers['x-service-webhook-timestamp']);
+    const sig = String(delivery.headers['x-service-webhook-signature']);
+    const want = createHmac('sha256', secret)
+      .update(`${body.run_id}.${ts}.${delivery.body}`, 'utf8')
+      .digest('hex');
+    expect(sig).toBe(`v1,${want}`);
+  });
+
+  it('routes a custom domain until it is unassigned through the management API', async () => {
+    // fetch() may not set Host, so this call goes through node:http.
+    const viaDomain = () =>
+      new Promise<{ status: number; body: string }>((done, fail) => {
+        const body = JSON.stringify({ name: 'domain' });
+        const req = request(
+          `${creds.api_url}/run`,
+          {
+            method: 'POST',
+            headers: {
+              host: 'hello.localhost',
+              authorization: `Bearer ${creds.run_token}`,
+              'content-type': 'application/json',
+              'content-length': Buffer.byteLength(body),
+            },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () =>
+              done({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }),
+            );
+          },
+        );
+        req.on('error', fail);
+        req.end(body);
+      });
+    const before = await viaDomain();
+    expect(before.status).toBe(200);
+    expect(JSON.parse(before.body)).toEqual({ message: 'hello domain' });
+
+    const unassign = await fetch(
+      `${creds.base_url}/v2/projects/${creds.project_id}/domains/hello-local/assign`,
+      {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${creds.service_account_token}` },
+      },
+    );
+    expect(unassign.status).toBe(200);
+
+    const after = await viaDomain();
+    expect(after.status).toBe(404);
+  });
+
+  it("restarts only the changed app's runtime when its code changes", async () => {
+    writeFileSync(
+      join(appsDir, 'hello', 'main.py'),
+      'def run(name: str = "world") -> dict:\n    return {"message": f"hi again {name}"}\n',
+    );
+    await until(
+      'the new hello code to answer',
+      async () => {
+        const res = await run(`/v4/${creds.project_id}/hello/run`, { name: 'x' });
+        return res.status === 200 && ((await res.json()) as { message: string }).message === 'hi again x'
+          ? true
+          : undefined;
+      },
+      60_000,
+    );
+    const stream = await run(
+      `/v4/${creds.project_id}/stream/run`,
+      { count: 1, delay: 0 },
+      { accept: 'text/event-stream' },
+    );
+    expect(stream.status).toBe(200);
+    await stream.text();
+    expect(output).toMatch(/"app":"hello".*"start":2/);
+    expect(output).not.toMatch(/"app":"stream".*"start":2/);
+  });
+
+  it('stops everything it started on SIGTERM', async () => {
+    const pids = descendants(child.pid!);
+    // nats-server and three runtimes at least
+    expect(pids.length).toBeGreaterThanOrEqual(4);
+    child.kill('SIGTERM');
+    const code = await Promise.race([
+      exit,
+      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)),
+    ]);
+    expect(code).toBe(0);
+    await until(
+      'every child process to be gone',
+      () => (pids.every((p) => !alive(p)) ? true : undefined),
+      10_000,
+    );
+    expect(output).toContain('"msg":"stopped"');
+  });
+});
