@@ -17,7 +17,7 @@ import {
 } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
-import { createDeliveryStore, type DeliveryStore } from './deliveries.ts';
+import { createDeliveryStore, DeliveryConflictError, type DeliveryStore } from './deliveries.ts';
 import { type AttemptResult, createHttpTransport, type DeliveryTransport } from './http-transport.ts';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
 import { MAX_ATTEMPTS, nextStep } from './retry-policy.ts';
@@ -93,13 +93,14 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
     msg: JsMsg,
     job: WebhookJob,
     record: WebhookDeliveryRecord,
+    revision: number,
     result: 'delivered' | 'failed',
     log: Logger,
     why?: string,
   ): Promise<void> {
     record.state = result;
     record.updatedAt = iso(clock.now());
-    await (store as DeliveryStore).put(record);
+    await (store as DeliveryStore).save(record, revision);
     const seconds = (clock.now() - Date.parse(job.completedAt)) / 1000;
     metrics.delivery(result, Number.isFinite(seconds) ? seconds : 0);
     const attempts = record.attempts.map((a) => ({
@@ -139,7 +140,9 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
     const log = deps.log.child({ requestId: job.requestId, endpointHost });
     const s = store as DeliveryStore;
     try {
-      const record: WebhookDeliveryRecord = (await s.get(job.requestId)) ?? {
+      const loaded = await s.load(job.requestId);
+      let revision = loaded?.revision ?? 0;
+      const record: WebhookDeliveryRecord = loaded?.record ?? {
         requestId: job.requestId,
         projectId: job.projectId,
         appName: job.appName,
@@ -154,11 +157,11 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
         return;
       }
       if (record.attempts.length >= MAX_ATTEMPTS) {
-        await finish(msg, job, record, 'failed', log, 'attempts_exhausted');
+        await finish(msg, job, record, revision, 'failed', log, 'attempts_exhausted');
         return;
       }
       if (msg.info.deliveryCount > MAX_DELIVERIES) {
-        await finish(msg, job, record, 'failed', log, 'too_many_redeliveries');
+        await finish(msg, job, record, revision, 'failed', log, 'too_many_redeliveries');
         return;
       }
       const attemptNo = record.attempts.length + 1;
@@ -172,7 +175,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       };
       record.attempts.push(attempt);
       record.updatedAt = iso(startedAt);
-      await s.put(record);
+      // Written before the attempt starts, so an attempt cut short by a crash still counts.
+      revision = await s.save(record, revision);
 
       const result = await attemptOnce(msg, job, url);
       attempt.durationMs = clock.now() - startedAt;
@@ -185,18 +189,23 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       const step = nextStep(result.outcome, attemptNo, { retryDelayMs: settings.retryDelayMs });
       if (step.action === 'retry') {
         record.updatedAt = iso(clock.now());
-        await s.put(record);
+        await s.save(record, revision);
         log.warn(
           { attempt: attemptNo, outcome: result.outcome, status: result.status, error: result.error },
           'webhook attempt failed; retrying',
         );
         msg.nak(step.delayMs);
       } else if (step.action === 'delivered') {
-        await finish(msg, job, record, 'delivered', log);
+        await finish(msg, job, record, revision, 'delivered', log);
       } else {
-        await finish(msg, job, record, 'failed', log, step.reason);
+        await finish(msg, job, record, revision, 'failed', log, step.reason);
       }
     } catch (err) {
+      if (err instanceof DeliveryConflictError) {
+        // JetStream handed this job to another dispatcher (we stalled past the ack wait); it owns it now.
+        log.warn('webhook job taken over by another dispatcher');
+        return;
+      }
       // The record could not be read or written (NATS trouble): let JetStream hand the job out again.
       log.warn({ err: errorText(err) }, 'webhook job not processed; will be redelivered');
       try {

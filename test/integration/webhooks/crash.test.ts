@@ -5,13 +5,14 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { INTERRUPTED_ATTEMPT } from '../../../src/webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../../../src/webhooks/settings.ts';
+import { WEBHOOKS_ACK_WAIT_MS } from '../../../src/webhooks/stream.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import {
   gaps,
@@ -93,6 +94,7 @@ afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   await Promise.all(receivers.map((r) => r.close()));
   await nats?.close();
+  if (!process.env.APPHOST_TEST_KEEP_DIRS) rmSync(logDir, { recursive: true, force: true });
 });
 
 describe('dispatcher crashes', () => {
@@ -173,6 +175,21 @@ describe('dispatcher crashes', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${next.opsPort}/metrics`)).text();
     expect(metrics).toMatch(/apphost_webhook_attempts_total\{outcome="success"\} 1\b/);
     expect(metrics).toMatch(/apphost_webhook_deliveries_total\{result="delivered"\} 1\b/);
+    survivor = next;
+  });
+
+  it('an attempt longer than the ack wait is not handed out twice (heartbeats)', async () => {
+    const next = survivor ?? (await startDispatcher('next'));
+    // Longer than the 5 s ack wait, shorter than the default 10 s attempt timeout.
+    const r = await startReceiver(() => ({ status: 200, delayMs: WEBHOOKS_ACK_WAIT_MS + 1_500 }));
+    receivers.push(r);
+    const job = makeJob({ endpoint: r.url });
+    await publish(nats.js, job);
+    const rec = await waitForFinal(nats, job.requestId, 60_000);
+    expect(rec.state).toBe('delivered');
+    expect(rec.attempts).toHaveLength(1);
+    await sleep(1_000);
+    expect(r.received).toHaveLength(1);
 
     // SIGTERM: not ready, then a clean exit within its bound.
     const exited = new Promise<number | null>((res) => next.proc.once('exit', (code) => res(code)));

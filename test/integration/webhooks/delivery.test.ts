@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -13,9 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WEBHOOKS_STREAM } from '../../../src/shared/contracts/messaging.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
+import { createDeliveryStore, DeliveryConflictError } from '../../../src/webhooks/deliveries.ts';
 import { createWebhookDispatcher, type WebhookDispatcher } from '../../../src/webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../../../src/webhooks/settings.ts';
-import { freePort } from '../../harness/process.ts';
+import { freePort, waitFor } from '../../harness/process.ts';
 import {
   gaps,
   makeJob,
@@ -181,6 +182,74 @@ describe('delivery', () => {
         encoding: 'utf8',
       }).trim(),
     ).toBe('invalid');
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('bounds and sharing', () => {
+  it('an endless answer is cut off after the read limit, not read until the timeout', async () => {
+    const r = await receiver(() => ({ status: 200, endless: true }));
+    const job = makeJob({ endpoint: r.url });
+    await publish(nats.js, job);
+    const rec = await waitForFinal(nats, job.requestId);
+    expect(rec.attempts.map((a) => [a.outcome, a.status])).toEqual([['success', 200]]);
+    await waitFor('the receiver to see its connection closed', async () => r.closedAt.has(1), 10_000, 20);
+    // Closed by the size bound, well before the per-attempt timeout would have cut it.
+    expect((r.closedAt.get(1) as number) - (r.received[0] as Received).at).toBeLessThan(ATTEMPT_TIMEOUT_MS);
+  });
+
+  it('replicas share the durable consumer: every job delivered exactly once', async () => {
+    const otherRegistry = new Registry();
+    const other = createWebhookDispatcher({
+      nc: nats.nc,
+      secretBox,
+      log: silentLogger(),
+      registry: otherRegistry,
+      settings: {
+        ...DEFAULT_WEBHOOK_SETTINGS,
+        allowCidrs: ['127.0.0.0/8'],
+        concurrency: 2,
+        pullExpiresMs: 2_000,
+      },
+      deliveriesKv: nats.kv,
+    });
+    await other.start();
+    try {
+      const r = await receiver(() => ({ status: 200, delayMs: 100 }));
+      const jobs = Array.from({ length: 16 }, () => makeJob({ endpoint: r.url }));
+      await Promise.all(jobs.map((j) => publish(nats.js, j)));
+      for (const j of jobs) expect((await waitForFinal(nats, j.requestId)).state).toBe('delivered');
+      await sleep(300);
+      const ids = r.received.map((x) => String(x.headers['x-request-id']));
+      expect(ids.sort()).toEqual(jobs.map((j) => j.requestId).sort());
+      expect(await otherRegistry.metrics()).toMatch(
+        /apphost_webhook_attempts_total\{outcome="success"\} [1-9]/,
+      );
+    } finally {
+      await other.stop(10_000);
+    }
+  });
+
+  it('delivery records are written compare-and-set', async () => {
+    const store = createDeliveryStore(nats.kv);
+    const rec = {
+      requestId: 'cas-test',
+      projectId: 'p',
+      appName: 'a',
+      endpointHost: 'h',
+      state: 'pending' as const,
+      attempts: [],
+      updatedAt: new Date().toISOString(),
+    };
+    const rev = await store.save(rec, 0);
+    await expect(store.save(rec, 0)).rejects.toBeInstanceOf(DeliveryConflictError);
+    const rev2 = await store.save({ ...rec, state: 'delivered' }, rev);
+    await expect(store.save(rec, rev)).rejects.toBeInstanceOf(DeliveryConflictError);
+    expect(await store.load('cas-test')).toMatchObject({ revision: rev2, record: { state: 'delivered' } });
+    expect(await store.get('no-such-request')).toBeUndefined();
+    // Request ids outside the KV key alphabet still work.
+    await store.save({ ...rec, requestId: 'odd id/with.dots' }, 0);
+    expect((await store.get('odd id/with.dots'))?.requestId).toBe('odd id/with.dots');
   });
 });
 

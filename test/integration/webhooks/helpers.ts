@@ -22,17 +22,22 @@ export interface Received {
 }
 
 /** What the receiver does with its n-th request (1-based): answer with a status, or never answer. */
-export type Script = (n: number) => { status: number; headers?: Record<string, string> } | 'hang';
+export type Script = (
+  n: number,
+) => { status: number; headers?: Record<string, string>; delayMs?: number; endless?: boolean } | 'hang';
 
 export interface Receiver {
   url: string;
   port: number;
   received: Received[];
+  /** When the receiver saw each response's connection close (ms since epoch), by request number. */
+  closedAt: Map<number, number>;
   close(): Promise<void>;
 }
 
 export async function startReceiver(script: Script): Promise<Receiver> {
   const received: Received[] = [];
+  const closedAt = new Map<number, number>();
   const hanging: ServerResponse[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -47,12 +52,26 @@ export async function startReceiver(script: Script): Promise<Receiver> {
         headers: req.headers,
         body: Buffer.concat(chunks),
       });
+      res.on('close', () => closedAt.set(n, Date.now()));
       const what = script(n);
       if (what === 'hang') {
         hanging.push(res);
         return;
       }
-      res.writeHead(what.status, what.headers ?? {}).end(what.status === 304 ? undefined : 'ok');
+      const answer = () => {
+        if (what.endless) {
+          // An answer that never ends: the dispatcher must cut it off, not read it forever.
+          res.writeHead(what.status, what.headers ?? {});
+          const chunk = Buffer.alloc(16 * 1024, 'x');
+          const timer = setInterval(() => res.write(chunk), 5);
+          res.on('close', () => clearInterval(timer));
+          hanging.push(res);
+          return;
+        }
+        res.writeHead(what.status, what.headers ?? {}).end(what.status === 304 ? undefined : 'ok');
+      };
+      if (what.delayMs) setTimeout(answer, what.delayMs);
+      else answer();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -62,6 +81,7 @@ export async function startReceiver(script: Script): Promise<Receiver> {
     url: `http://127.0.0.1:${port}/hook`,
     port,
     received,
+    closedAt,
     close: () =>
       new Promise((resolve) => {
         for (const r of hanging) r.destroy();
