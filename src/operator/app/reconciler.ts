@@ -1,0 +1,126 @@
+/**
+ * Level-triggered reconcile of one App: make its Deployment and Service match the spec (server-side
+ * apply, only when the live object differs), then report status. Unchanged input → no writes at all.
+ */
+import type { App } from '../../apis/v1alpha1/types.ts';
+import type { Clock } from '../../shared/clock.ts';
+import type { Logger } from '../../shared/log.ts';
+import { kubeTime } from '../runtime/conditions.ts';
+import type { ReconcileResult } from '../runtime/controller.ts';
+import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
+import { type EventRecorder, EventType } from '../runtime/events.ts';
+import { type KubeClient, type KubeObject, Resources, type ResourceType } from '../runtime/kube-client.ts';
+import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
+import { appUrl } from './resources/labels.ts';
+import { makeService } from './resources/service.ts';
+import { AppReason, computeAppStatus, sameStatus } from './status.ts';
+
+export interface Lister<T> {
+  get(namespace: string | undefined, name: string): T | undefined;
+}
+
+export interface AppReconcilerDeps {
+  apps: Lister<App>;
+  deployments: Lister<KubeObject>;
+  services: Lister<KubeObject>;
+  client: Pick<KubeClient, 'apply' | 'mergePatch'>;
+  events: EventRecorder;
+  settings: DeploymentSettings;
+  clock: Clock;
+  log: Logger;
+}
+
+export const AppEventReason = {
+  Applied: 'Applied',
+  ApplyFailed: 'ApplyFailed',
+  NameConflict: 'NameConflict',
+  StatusFailed: 'StatusUpdateFailed',
+} as const;
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+/** Owned by this App (by uid), so ours to change. */
+export function isOwnedBy(obj: KubeObject, owner: { metadata: { uid?: string } }): boolean {
+  return Boolean(obj.metadata.ownerReferences?.some((r) => r.controller && r.uid === owner.metadata.uid));
+}
+
+class ConflictError extends Error {}
+
+export function createAppReconciler(
+  deps: AppReconcilerDeps,
+): (key: string) => Promise<ReconcileResult | undefined> {
+  const ensure = async (app: App, type: ResourceType, desired: KubeObject, live: KubeObject | undefined) => {
+    if (live && !isOwnedBy(live, app)) {
+      throw new ConflictError(
+        `a ${type.kind} named "${desired.metadata.name}" already exists and is not managed by this App; rename or delete it`,
+      );
+    }
+    if (isInPlace(desired, live)) return live;
+    deps.log.debug(
+      {
+        kind: type.kind,
+        name: desired.metadata.name,
+        differs: live ? firstDifference(desired, live) : 'missing',
+      },
+      'applying',
+    );
+    const applied = await deps.client.apply(type, desired);
+    const verb = live ? 'updated' : 'created';
+    await deps.events.record(
+      app,
+      EventType.Normal,
+      AppEventReason.Applied,
+      `${verb} ${type.kind} ${desired.metadata.name}`,
+    );
+    return applied;
+  };
+
+  const writeStatus = async (app: App, status: ReturnType<typeof computeAppStatus>) => {
+    if (sameStatus(app.status, status)) return;
+    await deps.client.mergePatch(
+      Resources.App,
+      { namespace: app.metadata.namespace, name: app.metadata.name },
+      { status },
+      'status',
+    );
+  };
+
+  return async (key) => {
+    const { namespace, name } = splitKey(key);
+    const app = deps.apps.get(namespace, name);
+    // Gone or going: the garbage collector removes what we own through the owner references.
+    if (!app || app.metadata.deletionTimestamp) return undefined;
+    const now = kubeTime(deps.clock.now());
+    const url = appUrl(app);
+    let deployment: KubeObject | undefined;
+    try {
+      deployment = await ensure(
+        app,
+        Resources.Deployment,
+        makeDeployment(app, deps.settings),
+        deps.deployments.get(namespace, name),
+      );
+      await ensure(app, Resources.Service, makeService(app), deps.services.get(namespace, name));
+    } catch (err) {
+      const conflict = err instanceof ConflictError;
+      const message = conflict ? err.message : `could not apply the App's objects: ${String(err)}`;
+      const reason = conflict ? AppReason.NameConflict : AppReason.ReconcileFailed;
+      await deps.events.record(
+        app,
+        EventType.Warning,
+        conflict ? AppEventReason.NameConflict : AppEventReason.ApplyFailed,
+        message,
+      );
+      await writeStatus(
+        app,
+        computeAppStatus(app, { deployment, url, now, failure: { reason, message } }),
+      ).catch((statusErr) => deps.log.warn({ key, err: String(statusErr) }, 'could not write App status'));
+      throw err;
+    }
+    await writeStatus(app, computeAppStatus(app, { deployment, url, now }));
+    return undefined;
+  };
+}

@@ -1,0 +1,130 @@
+/** The Deployment that runs an App: a pure function of the App and the operator's settings. */
+import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
+import { withIntentHash } from '../../runtime/desired-state.ts';
+import type { KubeObject } from '../../runtime/kube-client.ts';
+import {
+  appLabels,
+  appOwnerReference,
+  appSelector,
+  CONTAINER_NAME,
+  CORTEX_PORT,
+  HTTP_PORT_NAME,
+} from './labels.ts';
+
+export interface DeploymentSettings {
+  runtimeImage: string;
+  terminationGraceMarginSeconds: number;
+}
+
+export const CODE_VOLUME = 'code';
+export const APP_DIR = '/app';
+export const GPU_RESOURCE = 'nvidia.com/gpu';
+
+export function containerPort(app: App): number {
+  return app.spec.runtime === Runtime.Custom ? (app.spec.port ?? CORTEX_PORT) : CORTEX_PORT;
+}
+
+export function graceSeconds(app: App): number {
+  return app.spec.responseGracePeriodSeconds ?? DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS;
+}
+
+function resources(app: App): Record<string, Record<string, string>> | undefined {
+  const r = app.spec.resources;
+  if (!r) return undefined;
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  if (r.cpu) requests.cpu = r.cpu;
+  if (r.memory) {
+    requests.memory = r.memory;
+    // Memory is not compressible: a pod past its request is what gets OOM-killed, so cap it there.
+    limits.memory = r.memory;
+  }
+  if (r.gpu) limits[GPU_RESOURCE] = String(r.gpu);
+  const out: Record<string, Record<string, string>> = {};
+  if (Object.keys(requests).length) out.requests = requests;
+  if (Object.keys(limits).length) out.limits = limits;
+  return Object.keys(out).length ? out : undefined;
+}
+
+function probes(app: App): { readinessProbe: unknown; livenessProbe: unknown } {
+  const custom = app.spec.runtime === Runtime.Custom;
+  const readyPath = custom ? (app.spec.readinessPath ?? app.spec.healthcheckPath ?? '/') : '/ready';
+  const livePath = custom ? (app.spec.healthcheckPath ?? '/') : '/health';
+  return {
+    readinessProbe: {
+      httpGet: { path: readyPath, port: HTTP_PORT_NAME },
+      periodSeconds: 5,
+      failureThreshold: 3,
+    },
+    livenessProbe: {
+      httpGet: { path: livePath, port: HTTP_PORT_NAME },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      failureThreshold: 6,
+    },
+  };
+}
+
+export function makeDeployment(app: App, s: DeploymentSettings): KubeObject {
+  const name = app.metadata.name;
+  const custom = app.spec.runtime === Runtime.Custom;
+  const port = containerPort(app);
+  const grace = graceSeconds(app);
+  const configMap = custom ? undefined : app.spec.code?.configMapRef?.name;
+  const command = custom
+    ? app.spec.entrypoint
+    : [
+        'python',
+        '-m',
+        'apphost_runtime',
+        '--app-dir',
+        APP_DIR,
+        '--port',
+        String(port),
+        '--grace-seconds',
+        String(grace),
+      ];
+  const env = [
+    { name: 'APPHOST_APP_NAME', value: name },
+    ...(app.spec.env ?? []).map((e) =>
+      e.valueFrom ? { name: e.name, valueFrom: e.valueFrom } : { name: e.name, value: e.value ?? '' },
+    ),
+  ];
+  const container: Record<string, unknown> = {
+    name: CONTAINER_NAME,
+    image: app.spec.image ?? s.runtimeImage,
+    ...(command?.length ? { command } : {}),
+    ports: [{ name: HTTP_PORT_NAME, containerPort: port, protocol: 'TCP' }],
+    env,
+    ...(app.spec.envFromSecrets?.length
+      ? { envFrom: app.spec.envFromSecrets.map((secret) => ({ secretRef: { name: secret } })) }
+      : {}),
+    ...(resources(app) ? { resources: resources(app) } : {}),
+    ...probes(app),
+    ...(configMap ? { volumeMounts: [{ name: CODE_VOLUME, mountPath: APP_DIR, readOnly: true }] } : {}),
+  };
+  return withIntentHash({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: {
+      name,
+      namespace: app.metadata.namespace,
+      labels: appLabels(app),
+      ownerReferences: [appOwnerReference(app)],
+    },
+    spec: {
+      replicas: app.spec.scaling?.minReplicas ?? 1,
+      selector: { matchLabels: appSelector(app) },
+      template: {
+        metadata: { labels: appLabels(app) },
+        spec: {
+          // An in-flight run may take responseGracePeriodSeconds; the margin lets the runtime exit cleanly.
+          terminationGracePeriodSeconds: grace + s.terminationGraceMarginSeconds,
+          enableServiceLinks: false,
+          containers: [container],
+          ...(configMap ? { volumes: [{ name: CODE_VOLUME, configMap: { name: configMap } }] } : {}),
+        },
+      },
+    },
+  });
+}

@@ -1,0 +1,45 @@
+/** Names and labels of the objects made for an App. */
+import type { App } from '../../../apis/v1alpha1/types.ts';
+import type { OwnerReference } from '../../runtime/kube-client.ts';
+
+export const MANAGED_BY = 'apphost-operator';
+export const APP_LABEL = 'apphost.dev/app';
+/** Selects everything we manage (informers watch only these). */
+export const MANAGED_SELECTOR = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
+export const CONTAINER_NAME = 'app';
+export const HTTP_PORT_NAME = 'http';
+/** The port the cortex runtime listens on inside the pod. */
+export const CORTEX_PORT = 8080;
+export const SERVICE_PORT = 80;
+
+export function appLabels(app: App): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': app.metadata.name,
+    'app.kubernetes.io/instance': app.metadata.name,
+    'app.kubernetes.io/component': 'app',
+    'app.kubernetes.io/managed-by': MANAGED_BY,
+    'app.kubernetes.io/part-of': 'apphost',
+    [APP_LABEL]: app.metadata.name,
+  };
+}
+
+/** The pod selector: minimal and stable, since a Deployment's selector cannot change. */
+export function appSelector(app: App): Record<string, string> {
+  return { [APP_LABEL]: app.metadata.name };
+}
+
+export function appOwnerReference(app: App): OwnerReference {
+  return {
+    apiVersion: app.apiVersion,
+    kind: 'App',
+    name: app.metadata.name,
+    uid: app.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+/** The in-cluster URL the gateway proxies to (the App's Service, port 80). */
+export function appUrl(app: App): string {
+  return `http://${app.metadata.name}.${app.metadata.namespace}.svc.cluster.local`;
+}

@@ -1,0 +1,123 @@
+/**
+ * App status as named transitions: Ready summarises whether the App's Deployment has rolled out with
+ * every replica ready, and says why not (stuck rollout, replica failures, name conflict, apply error).
+ */
+import type { App, AppStatus, Condition } from '../../apis/v1alpha1/types.ts';
+import { setCondition } from '../runtime/conditions.ts';
+import { canonicalJson } from '../runtime/desired-state.ts';
+import type { KubeObject } from '../runtime/kube-client.ts';
+
+export const ConditionType = { Ready: 'Ready' } as const;
+
+export const AppReason = {
+  Ready: 'Ready',
+  Pending: 'DeploymentPending',
+  RollingOut: 'RolloutInProgress',
+  RolloutStuck: 'ProgressDeadlineExceeded',
+  ReplicaFailure: 'ReplicaFailure',
+  NameConflict: 'NameConflict',
+  ReconcileFailed: 'ReconcileFailed',
+} as const;
+
+interface DeploymentStatus {
+  observedGeneration?: number;
+  replicas?: number;
+  updatedReplicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
+}
+
+/** Why the Deployment is or is not ready, as a Ready condition (without its transition time). */
+export function deploymentReadiness(dep: KubeObject | undefined): Omit<Condition, 'lastTransitionTime'> {
+  if (!dep)
+    return {
+      type: 'Ready',
+      status: 'Unknown',
+      reason: AppReason.Pending,
+      message: 'waiting for the Deployment',
+    };
+  const want = (dep.spec?.replicas as number | undefined) ?? 1;
+  const st = (dep.status ?? {}) as DeploymentStatus;
+  const stuck = st.conditions?.find(
+    (c) => c.type === 'Progressing' && c.status === 'False' && c.reason === 'ProgressDeadlineExceeded',
+  );
+  if (stuck) {
+    return {
+      type: 'Ready',
+      status: 'False',
+      reason: AppReason.RolloutStuck,
+      message: `rollout is stuck: ${stuck.message ?? ''}`.trim(),
+    };
+  }
+  const failure = st.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
+  if (failure) {
+    return {
+      type: 'Ready',
+      status: 'False',
+      reason: AppReason.ReplicaFailure,
+      message: failure.message ?? 'replicas cannot be created',
+    };
+  }
+  const gen = dep.metadata.generation ?? 0;
+  const ready = st.readyReplicas ?? 0;
+  if ((st.observedGeneration ?? 0) < gen) {
+    return {
+      type: 'Ready',
+      status: 'Unknown',
+      reason: AppReason.RollingOut,
+      message: 'the Deployment controller has not seen the latest spec yet',
+    };
+  }
+  const updated = st.updatedReplicas ?? 0;
+  const available = st.availableReplicas ?? 0;
+  const total = st.replicas ?? 0;
+  if (updated < want || ready < want || available < want || total > updated) {
+    return {
+      type: 'Ready',
+      status: 'False',
+      reason: AppReason.RollingOut,
+      message: `${Math.min(ready, want)} of ${want} replicas ready (${updated} updated, ${total} total)`,
+    };
+  }
+  return {
+    type: 'Ready',
+    status: 'True',
+    reason: AppReason.Ready,
+    message: `${ready} of ${want} replicas ready`,
+  };
+}
+
+export function computeAppStatus(
+  app: App,
+  opts: {
+    deployment: KubeObject | undefined;
+    url: string;
+    now: string;
+    failure?: { reason: string; message: string };
+  },
+): AppStatus {
+  const ready = opts.failure
+    ? {
+        type: ConditionType.Ready,
+        status: 'False' as const,
+        reason: opts.failure.reason,
+        message: opts.failure.message,
+      }
+    : deploymentReadiness(opts.deployment);
+  const st = (opts.deployment?.status ?? {}) as DeploymentStatus;
+  return {
+    observedGeneration: app.metadata.generation ?? 0,
+    conditions: setCondition(
+      app.status?.conditions,
+      { ...ready, observedGeneration: app.metadata.generation ?? 0 },
+      opts.now,
+    ),
+    url: opts.url,
+    readyReplicas: st.readyReplicas ?? 0,
+    replicas: st.replicas ?? 0,
+  };
+}
+
+export const sameStatus = (a: unknown, b: unknown): boolean =>
+  canonicalJson(a ?? {}) === canonicalJson(b ?? {});

@@ -1,0 +1,206 @@
+/**
+ * Level-triggered reconcile of one DomainAssignment: an assigned domain whose App exists gets an
+ * Ingress rule to the gateway; an unassigned one (or one whose App is missing) gets none. The Ingress
+ * lives in the gateway namespace, so a finalizer removes it when the DomainAssignment is deleted.
+ */
+import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
+import type { Clock } from '../../shared/clock.ts';
+import type { Logger } from '../../shared/log.ts';
+import { type Lister, splitKey } from '../app/reconciler.ts';
+import { sameStatus } from '../app/status.ts';
+import { kubeTime } from '../runtime/conditions.ts';
+import type { ReconcileResult } from '../runtime/controller.ts';
+import { isInPlace } from '../runtime/desired-state.ts';
+import { type EventRecorder, EventType } from '../runtime/events.ts';
+import { type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
+import { FINALIZER, type IngressSettings, ingressName, makeIngress } from './resources/ingress.ts';
+import {
+  computeDomainStatus,
+  markAppNotFound,
+  markFailed,
+  markHostnameConflict,
+  markRouted,
+  markUnassigned,
+} from './status.ts';
+
+export interface DomainReconcilerDeps {
+  domains: Lister<DomainAssignment> & { list(): DomainAssignment[] };
+  apps: Lister<App>;
+  ingresses: Lister<KubeObject>;
+  client: Pick<KubeClient, 'apply' | 'mergePatch' | 'delete'>;
+  events: EventRecorder;
+  settings: IngressSettings;
+  clock: Clock;
+  log: Logger;
+}
+
+export const DomainEventReason = {
+  Routed: 'Routed',
+  RouteRemoved: 'RouteRemoved',
+  AppNotFound: 'AppNotFound',
+  HostnameConflict: 'HostnameConflict',
+  ReconcileFailed: 'ReconcileFailed',
+} as const;
+
+const isOlder = (a: DomainAssignment, b: DomainAssignment): boolean => {
+  const ta = a.metadata.creationTimestamp ?? '';
+  const tb = b.metadata.creationTimestamp ?? '';
+  if (ta !== tb) return ta < tb;
+  return `${a.metadata.namespace}/${a.metadata.name}` < `${b.metadata.namespace}/${b.metadata.name}`;
+};
+
+/** The first-created other DomainAssignment with the same hostname, if it predates this one. */
+export function hostnameOwner(da: DomainAssignment, all: DomainAssignment[]): DomainAssignment | undefined {
+  const rivals = all.filter(
+    (o) =>
+      o.spec.hostname === da.spec.hostname &&
+      !o.metadata.deletionTimestamp &&
+      !(o.metadata.namespace === da.metadata.namespace && o.metadata.name === da.metadata.name),
+  );
+  return rivals.find((o) => isOlder(o, da));
+}
+
+export function createDomainReconciler(
+  deps: DomainReconcilerDeps,
+): (key: string) => Promise<ReconcileResult | undefined> {
+  const ingressRef = (da: { metadata: { namespace?: string; name: string } }) => ({
+    namespace: deps.settings.gatewayNamespace,
+    name: ingressName(da),
+  });
+
+  /** Removes the route if we have one (checked in the cache first: a steady cluster sees no deletes). */
+  const removeRoute = async (da: DomainAssignment, force = false): Promise<boolean> => {
+    const ref = ingressRef(da);
+    if (!force && !deps.ingresses.get(ref.namespace, ref.name)) return false;
+    return deps.client.delete(Resources.Ingress, ref);
+  };
+
+  const writeStatus = async (da: DomainAssignment, ready: Parameters<typeof computeDomainStatus>[1]) => {
+    const status = computeDomainStatus(da, ready, kubeTime(deps.clock.now()));
+    if (sameStatus(da.status, status)) return;
+    await deps.client.mergePatch(
+      Resources.DomainAssignment,
+      { namespace: da.metadata.namespace, name: da.metadata.name },
+      { status },
+      'status',
+    );
+  };
+
+  return async (key) => {
+    const { namespace, name } = splitKey(key);
+    const da = deps.domains.get(namespace, name);
+    if (!da) {
+      // Deleted without our finalizer running (e.g. finalizer removed by hand): clean up anyway.
+      await removeRoute({
+        apiVersion: 'apphost.dev/v1alpha1',
+        kind: 'DomainAssignment',
+        metadata: { namespace, name },
+        spec: { hostname: '' },
+      });
+      return undefined;
+    }
+    const finalizers = da.metadata.finalizers ?? [];
+    if (da.metadata.deletionTimestamp) {
+      if (!finalizers.includes(FINALIZER)) return undefined;
+      if (await removeRoute(da, true)) {
+        await deps.events.record(
+          da,
+          EventType.Normal,
+          DomainEventReason.RouteRemoved,
+          `removed the route for ${da.spec.hostname}`,
+        );
+      }
+      await deps.client.mergePatch(
+        Resources.DomainAssignment,
+        { namespace, name },
+        {
+          metadata: {
+            finalizers: finalizers.filter((f) => f !== FINALIZER),
+            resourceVersion: da.metadata.resourceVersion,
+          },
+        },
+      );
+      return undefined;
+    }
+    if (!finalizers.includes(FINALIZER)) {
+      // resourceVersion makes this a compare-and-swap: a concurrent change is retried, never lost.
+      await deps.client.mergePatch(
+        Resources.DomainAssignment,
+        { namespace, name },
+        {
+          metadata: { finalizers: [...finalizers, FINALIZER], resourceVersion: da.metadata.resourceVersion },
+        },
+      );
+      // The update event brings the object back with the finalizer; continue from there.
+      return undefined;
+    }
+
+    try {
+      if (!da.spec.appName) {
+        if (await removeRoute(da)) {
+          await deps.events.record(
+            da,
+            EventType.Normal,
+            DomainEventReason.RouteRemoved,
+            `${da.spec.hostname} unassigned: route removed`,
+          );
+        }
+        await writeStatus(da, markUnassigned(da));
+        return undefined;
+      }
+      const owner = hostnameOwner(da, deps.domains.list());
+      if (owner) {
+        const other = `${owner.metadata.namespace}/${owner.metadata.name}`;
+        await removeRoute(da);
+        const ready = markHostnameConflict(da, other);
+        if (da.status?.conditions?.find((c) => c.type === 'Ready')?.reason !== ready.reason) {
+          await deps.events.record(
+            da,
+            EventType.Warning,
+            DomainEventReason.HostnameConflict,
+            ready.message ?? '',
+          );
+        }
+        await writeStatus(da, ready);
+        return undefined;
+      }
+      const app = deps.apps.get(namespace, da.spec.appName);
+      if (!app || app.metadata.deletionTimestamp) {
+        if (await removeRoute(da)) {
+          await deps.events.record(
+            da,
+            EventType.Normal,
+            DomainEventReason.RouteRemoved,
+            `route for ${da.spec.hostname} removed`,
+          );
+        }
+        const ready = markAppNotFound(da);
+        if (da.status?.conditions?.find((c) => c.type === 'Ready')?.reason !== ready.reason) {
+          await deps.events.record(da, EventType.Warning, DomainEventReason.AppNotFound, ready.message ?? '');
+        }
+        await writeStatus(da, ready);
+        return undefined;
+      }
+      const desired = makeIngress(da, deps.settings);
+      const ref = ingressRef(da);
+      if (!isInPlace(desired, deps.ingresses.get(ref.namespace, ref.name))) {
+        await deps.client.apply(Resources.Ingress, desired);
+        await deps.events.record(
+          da,
+          EventType.Normal,
+          DomainEventReason.Routed,
+          `${da.spec.hostname} routed to app "${da.spec.appName}"`,
+        );
+      }
+      await writeStatus(da, markRouted(da));
+      return undefined;
+    } catch (err) {
+      const message = `could not reconcile the route: ${String(err)}`;
+      await deps.events.record(da, EventType.Warning, DomainEventReason.ReconcileFailed, message);
+      await writeStatus(da, markFailed(message)).catch((e) =>
+        deps.log.warn({ key, err: String(e) }, 'could not write status'),
+      );
+      throw err;
+    }
+  };
+}

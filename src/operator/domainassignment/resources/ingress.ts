@@ -1,0 +1,72 @@
+/**
+ * The Ingress for an assigned DomainAssignment: its hostname → the gateway Service (the gateway maps
+ * the Host header to the app). It lives in the gateway's namespace, because an Ingress can only send
+ * traffic to a Service of its own namespace; hence no owner reference and a cleanup finalizer instead.
+ */
+import { createHash } from 'node:crypto';
+import type { DomainAssignment } from '../../../apis/v1alpha1/types.ts';
+import { MANAGED_BY } from '../../app/resources/labels.ts';
+import { withIntentHash } from '../../runtime/desired-state.ts';
+import type { KubeObject } from '../../runtime/kube-client.ts';
+
+export interface IngressSettings {
+  gatewayNamespace: string;
+  gatewayService: string;
+  gatewayPort: number;
+  ingressClass: string | undefined;
+}
+
+export const FINALIZER = 'apphost.dev/domain-cleanup';
+/** On the Ingress: which DomainAssignment (namespace/name) it serves. */
+export const DOMAIN_ASSIGNMENT_ANNOTATION = 'apphost.dev/domain-assignment';
+export const APP_ANNOTATION = 'apphost.dev/app';
+export const APP_NAMESPACE_ANNOTATION = 'apphost.dev/app-namespace';
+export const DOMAIN_COMPONENT_LABEL = 'app.kubernetes.io/component';
+
+/** A DNS-subdomain name unique per DomainAssignment (namespace + name, hashed when too long). */
+export function ingressName(da: { metadata: { namespace?: string; name: string } }): string {
+  const base = `domain-${da.metadata.namespace}-${da.metadata.name}`.toLowerCase();
+  if (base.length <= 253) return base;
+  const hash = createHash('sha256').update(base).digest('hex').slice(0, 10);
+  return `${base.slice(0, 242).replace(/[.-]+$/, '')}-${hash}`;
+}
+
+export function makeIngress(da: DomainAssignment, s: IngressSettings): KubeObject {
+  const host = da.spec.hostname;
+  return withIntentHash({
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    metadata: {
+      name: ingressName(da),
+      namespace: s.gatewayNamespace,
+      labels: {
+        'app.kubernetes.io/managed-by': MANAGED_BY,
+        'app.kubernetes.io/part-of': 'apphost',
+        [DOMAIN_COMPONENT_LABEL]: 'domain',
+      },
+      annotations: {
+        [DOMAIN_ASSIGNMENT_ANNOTATION]: `${da.metadata.namespace}/${da.metadata.name}`,
+        [APP_ANNOTATION]: da.spec.appName ?? '',
+        [APP_NAMESPACE_ANNOTATION]: da.metadata.namespace ?? '',
+      },
+    },
+    spec: {
+      ...(s.ingressClass ? { ingressClassName: s.ingressClass } : {}),
+      ...(da.spec.tlsSecretName ? { tls: [{ hosts: [host], secretName: da.spec.tlsSecretName }] } : {}),
+      rules: [
+        {
+          host,
+          http: {
+            paths: [
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { service: { name: s.gatewayService, port: { number: s.gatewayPort } } },
+              },
+            ],
+          },
+        },
+      ],
+    },
+  });
+}

@@ -1,0 +1,196 @@
+/**
+ * The operator: informers keep caches of Apps, DomainAssignments and what we own; the leader runs
+ * the App and DomainAssignment controllers over them. Non-leaders only watch, so a standby can take
+ * over with warm caches and two replicas never both write.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
+import type { App, DomainAssignment } from '../apis/v1alpha1/types.ts';
+import { type Clock, systemClock } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import { appHandlers, ownedHandlers } from './app/controller.ts';
+import { createAppReconciler } from './app/reconciler.ts';
+import { MANAGED_SELECTOR } from './app/resources/labels.ts';
+import { appToDomainHandlers, domainHandlers, ingressHandlers } from './domainassignment/controller.ts';
+import { createDomainReconciler } from './domainassignment/reconciler.ts';
+import { type Controller, createController } from './runtime/controller.ts';
+import { createEventRecorder } from './runtime/events.ts';
+import { combineHandlers } from './runtime/handlers.ts';
+import { createInformer, type Informer, type InformerHandlers, objectKey } from './runtime/informer.ts';
+import { createHttpKubeClient, type KubeClient, type KubeObject, Resources } from './runtime/kube-client.ts';
+import { createLeaderElector } from './runtime/leader-election.ts';
+import { createOperatorMetrics } from './runtime/metrics.ts';
+import type { OperatorSettings } from './settings.ts';
+
+export interface Operator {
+  /** Starts watching, waits for the caches to fill, then campaigns for leadership. */
+  start(): Promise<void>;
+  /** Stops reconciling, hands the Lease back, stops watching. */
+  stop(): Promise<void>;
+  isLeader(): boolean;
+  /** True once every cache has synced (the /readyz check). */
+  ready(): boolean;
+}
+
+export interface OperatorDeps {
+  kc: KubeConfig;
+  log: Logger;
+  registry: Registry;
+  settings: OperatorSettings;
+  clock?: Clock;
+  /** A client to use instead of one built from `kc` (tests wrap the real one). */
+  client?: KubeClient;
+}
+
+/** Bound on the first list of every watched type before start() gives up. */
+export const CACHE_SYNC_TIMEOUT_MS = 60_000;
+
+export function createOperator(deps: OperatorDeps): Operator {
+  const { settings: s, log } = deps;
+  const clock = deps.clock ?? systemClock;
+  const metrics = createOperatorMetrics(deps.registry);
+  const client =
+    deps.client ??
+    createHttpKubeClient(deps.kc, {
+      requestTimeoutMs: s.requestTimeoutMs,
+      watchIdleTimeoutMs: s.watchIdleTimeoutMs,
+      onWrite: (verb, type) => metrics.writes.inc({ verb, resource: type.plural }),
+    });
+  const events = createEventRecorder({ client, clock, log, identity: s.leaderElection.identity });
+  const informerSettings = {
+    resyncPeriodMs: s.resyncPeriodMs,
+    watchTimeoutSeconds: s.watchTimeoutSeconds,
+    backoff: s.backoff,
+  };
+
+  // Controllers are created first (their enqueue is a no-op until they run); informers feed them.
+  let apps!: Informer<App>;
+  let domains!: Informer<DomainAssignment>;
+  let deployments!: Informer<KubeObject>;
+  let services!: Informer<KubeObject>;
+  let ingresses!: Informer<KubeObject>;
+
+  const appController: Controller = createController({
+    name: 'app',
+    workers: s.workers,
+    backoff: s.backoff,
+    metrics,
+    log,
+    reconcile: createAppReconciler({
+      apps: { get: (ns, n) => apps.get(ns, n) },
+      deployments: { get: (ns, n) => deployments.get(ns, n) },
+      services: { get: (ns, n) => services.get(ns, n) },
+      client,
+      events,
+      settings: s,
+      clock,
+      log,
+    }),
+  });
+  const domainController: Controller = createController({
+    name: 'domainassignment',
+    workers: s.workers,
+    backoff: s.backoff,
+    metrics,
+    log,
+    reconcile: createDomainReconciler({
+      domains: { get: (ns, n) => domains.get(ns, n), list: () => domains.list() },
+      apps: { get: (ns, n) => apps.get(ns, n) },
+      ingresses: { get: (ns, n) => ingresses.get(ns, n) },
+      client,
+      events,
+      settings: s,
+      clock,
+      log,
+    }),
+  });
+  const enqueueApp = (k: string) => appController.enqueue(k);
+  const enqueueDomain = (k: string) => domainController.enqueue(k);
+  const allDomains = () => domains.list();
+
+  const informer = <T extends KubeObject>(
+    type: (typeof Resources)[keyof typeof Resources],
+    handlers: InformerHandlers<T>,
+    labelSelector?: string,
+  ) =>
+    createInformer<T>({
+      client,
+      type,
+      settings: informerSettings,
+      handlers,
+      log,
+      ...(labelSelector ? { labelSelector } : {}),
+    });
+
+  apps = informer<App & KubeObject>(
+    Resources.App,
+    combineHandlers<App & KubeObject>(
+      appHandlers(enqueueApp),
+      appToDomainHandlers(enqueueDomain, allDomains),
+    ),
+  ) as unknown as Informer<App>;
+  domains = informer<DomainAssignment & KubeObject>(
+    Resources.DomainAssignment,
+    domainHandlers(enqueueDomain, allDomains),
+  ) as unknown as Informer<DomainAssignment>;
+  deployments = informer(Resources.Deployment, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
+  services = informer(Resources.Service, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
+  ingresses = informer(Resources.Ingress, ingressHandlers(enqueueDomain), MANAGED_SELECTOR);
+  const informers: Informer<KubeObject>[] = [
+    apps as unknown as Informer<KubeObject>,
+    domains as unknown as Informer<KubeObject>,
+    deployments,
+    services,
+    ingresses,
+  ];
+
+  const elector = createLeaderElector({
+    client,
+    settings: s.leaderElection,
+    clock,
+    log,
+    onStartedLeading: () => {
+      metrics.leader.set(1);
+      appController.start();
+      domainController.start();
+      // A new leader trusts nothing: every object gets one look.
+      for (const a of apps.list()) appController.enqueue(objectKey(a));
+      for (const d of domains.list()) domainController.enqueue(objectKey(d));
+      for (const i of ingresses.list()) ingressHandlers(enqueueDomain).onAdd?.(i);
+    },
+    onStoppedLeading: async () => {
+      metrics.leader.set(0);
+      await Promise.all([appController.stop(), domainController.stop()]);
+    },
+  });
+
+  let started = false;
+  return {
+    async start() {
+      if (started) return;
+      started = true;
+      for (const i of informers) i.start();
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`caches did not sync within ${CACHE_SYNC_TIMEOUT_MS} ms`)),
+          CACHE_SYNC_TIMEOUT_MS,
+        );
+        timer.unref();
+      });
+      try {
+        await Promise.race([Promise.all(informers.map((i) => i.waitForSync())), timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+      log.info('caches synced: campaigning for leadership');
+      elector.start();
+    },
+    async stop() {
+      await elector.stop();
+      await Promise.all(informers.map((i) => i.stop()));
+    },
+    isLeader: () => elector.isLeader(),
+    ready: () => informers.every((i) => i.synced()),
+  };
+}

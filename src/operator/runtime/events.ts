@@ -1,0 +1,57 @@
+/**
+ * Records core/v1 Events on our objects ("kubectl describe app x" shows what the operator did).
+ * Best effort: an Event that cannot be written is logged, never fails a reconcile.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../../shared/clock.ts';
+import type { Logger } from '../../shared/log.ts';
+import { type KubeClient, type KubeObject, Resources } from './kube-client.ts';
+
+export const EventType = { Normal: 'Normal', Warning: 'Warning' } as const;
+export type EventType = (typeof EventType)[keyof typeof EventType];
+
+export interface EventRecorder {
+  record(obj: KubeObject, type: EventType, reason: string, message: string): Promise<void>;
+}
+
+export const REPORTING_COMPONENT = 'apphost-operator';
+
+export function createEventRecorder(opts: {
+  client: KubeClient;
+  clock: Clock;
+  log: Logger;
+  identity: string;
+}): EventRecorder {
+  return {
+    async record(obj, type, reason, message) {
+      const now = new Date(opts.clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const ns = obj.metadata.namespace ?? 'default';
+      try {
+        await opts.client.create(Resources.Event, {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { name: `${obj.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
+          involvedObject: {
+            apiVersion: obj.apiVersion,
+            kind: obj.kind,
+            name: obj.metadata.name,
+            namespace: ns,
+            uid: obj.metadata.uid,
+            resourceVersion: obj.metadata.resourceVersion,
+          },
+          type,
+          reason,
+          message: message.slice(0, 1024),
+          source: { component: REPORTING_COMPONENT },
+          reportingComponent: REPORTING_COMPONENT,
+          reportingInstance: opts.identity,
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        });
+      } catch (err) {
+        opts.log.debug({ err: String(err), reason }, 'could not record event');
+      }
+    },
+  };
+}

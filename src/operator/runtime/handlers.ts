@@ -1,0 +1,20 @@
+/** Fans one informer's events out to several handler sets. */
+import type { InformerHandlers } from './informer.ts';
+import type { KubeObject } from './kube-client.ts';
+
+export function combineHandlers<T extends KubeObject>(...sets: InformerHandlers<T>[]): InformerHandlers<T> {
+  return {
+    onAdd: (o) => {
+      for (const s of sets) s.onAdd?.(o);
+    },
+    onUpdate: (o, old) => {
+      for (const s of sets) s.onUpdate?.(o, old);
+    },
+    onDelete: (o) => {
+      for (const s of sets) s.onDelete?.(o);
+    },
+    onResync: (o) => {
+      for (const s of sets) s.onResync?.(o);
+    },
+  };
+}

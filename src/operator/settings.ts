@@ -1,0 +1,125 @@
+/**
+ * The operator's settings: every bound and name it uses, with documented defaults (docs/operator.md).
+ * `operatorSettingsFromEnv` is called by main.ts only; tests build settings with `defaultOperatorSettings`.
+ */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import type { LeaderElectionSettings } from './runtime/leader-election.ts';
+import type { BackoffSettings } from './runtime/workqueue.ts';
+
+export interface OperatorSettings {
+  /** Image for `cortex` Apps that name none (the runtime base image). */
+  runtimeImage: string;
+  /** Where the gateway Service is: every DomainAssignment's Ingress routes there. */
+  gatewayNamespace: string;
+  gatewayService: string;
+  gatewayPort: number;
+  /** ingressClassName for our Ingresses; unset → the cluster's default class. */
+  ingressClass: string | undefined;
+  /** Added to responseGracePeriodSeconds for terminationGracePeriodSeconds (time to flush and exit). */
+  terminationGraceMarginSeconds: number;
+  leaderElection: LeaderElectionSettings;
+  /** Every cached object is reconciled again this often even without an event. */
+  resyncPeriodMs: number;
+  /** Server-side bound on one watch request before it is reopened. */
+  watchTimeoutSeconds: number;
+  /** A watch silent for this long (no event, no bookmark) is dropped and reopened. */
+  watchIdleTimeoutMs: number;
+  /** Bound on one non-watch API request. */
+  requestTimeoutMs: number;
+  /** Concurrent reconciles per controller. */
+  workers: number;
+  /** Retry backoff for failed reconciles and failed watches. */
+  backoff: BackoffSettings;
+  /** How long SIGTERM may take in total. */
+  shutdownTimeoutMs: number;
+}
+
+export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
+  return {
+    runtimeImage: 'ghcr.io/apphost/runtime-python:0.1.0',
+    gatewayNamespace: 'apphost-system',
+    gatewayService: 'apphost-gateway',
+    gatewayPort: 80,
+    ingressClass: undefined,
+    terminationGraceMarginSeconds: 10,
+    leaderElection: {
+      namespace: 'apphost-system',
+      leaseName: 'apphost-operator',
+      identity: `${hostname()}_${process.pid}`,
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      releaseOnStop: true,
+    },
+    resyncPeriodMs: 300_000,
+    watchTimeoutSeconds: 300,
+    watchIdleTimeoutMs: 600_000,
+    requestTimeoutMs: 30_000,
+    workers: 4,
+    backoff: { baseDelayMs: 200, maxDelayMs: 60_000 },
+    shutdownTimeoutMs: 30_000,
+    ...overrides,
+  };
+}
+
+const int = (min: number) => z.coerce.number().int().min(min);
+
+const EnvSchema = z.object({
+  APPHOST_RUNTIME_IMAGE: z.string().min(1).default('ghcr.io/apphost/runtime-python:0.1.0'),
+  APPHOST_GATEWAY_NAMESPACE: z.string().min(1).default('apphost-system'),
+  APPHOST_GATEWAY_SERVICE: z.string().min(1).default('apphost-gateway'),
+  APPHOST_GATEWAY_PORT: int(1).max(65535).default(80),
+  APPHOST_INGRESS_CLASS: z.string().optional(),
+  APPHOST_OPERATOR_NAMESPACE: z.string().min(1).default('apphost-system'),
+  APPHOST_OPERATOR_LEASE_NAME: z.string().min(1).default('apphost-operator'),
+  APPHOST_OPERATOR_IDENTITY: z.string().optional(),
+  APPHOST_OPERATOR_LEASE_DURATION_MS: int(1000).default(15_000),
+  APPHOST_OPERATOR_RENEW_DEADLINE_MS: int(500).default(10_000),
+  APPHOST_OPERATOR_RETRY_PERIOD_MS: int(100).default(2_000),
+  APPHOST_OPERATOR_RESYNC_MS: int(1000).default(300_000),
+  APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS: int(1).default(300),
+  APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS: int(1000).default(600_000),
+  APPHOST_OPERATOR_REQUEST_TIMEOUT_MS: int(100).default(30_000),
+  APPHOST_OPERATOR_WORKERS: int(1).default(4),
+  APPHOST_OPERATOR_BACKOFF_BASE_MS: int(1).default(200),
+  APPHOST_OPERATOR_BACKOFF_MAX_MS: int(1).default(60_000),
+  APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS: int(100).default(30_000),
+  APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(0).default(10),
+});
+
+export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSettings {
+  const e = EnvSchema.parse(env);
+  if (e.APPHOST_OPERATOR_RENEW_DEADLINE_MS >= e.APPHOST_OPERATOR_LEASE_DURATION_MS) {
+    throw new Error(
+      'APPHOST_OPERATOR_RENEW_DEADLINE_MS must be less than APPHOST_OPERATOR_LEASE_DURATION_MS',
+    );
+  }
+  return defaultOperatorSettings({
+    runtimeImage: e.APPHOST_RUNTIME_IMAGE,
+    gatewayNamespace: e.APPHOST_GATEWAY_NAMESPACE,
+    gatewayService: e.APPHOST_GATEWAY_SERVICE,
+    gatewayPort: e.APPHOST_GATEWAY_PORT,
+    ingressClass: e.APPHOST_INGRESS_CLASS || undefined,
+    terminationGraceMarginSeconds: e.APPHOST_TERMINATION_GRACE_MARGIN_SECONDS,
+    leaderElection: {
+      namespace: e.APPHOST_OPERATOR_NAMESPACE,
+      leaseName: e.APPHOST_OPERATOR_LEASE_NAME,
+      identity: e.APPHOST_OPERATOR_IDENTITY || `${hostname()}_${process.pid}`,
+      leaseDurationMs: e.APPHOST_OPERATOR_LEASE_DURATION_MS,
+      renewDeadlineMs: e.APPHOST_OPERATOR_RENEW_DEADLINE_MS,
+      retryPeriodMs: e.APPHOST_OPERATOR_RETRY_PERIOD_MS,
+      releaseOnStop: true,
+    },
+    resyncPeriodMs: e.APPHOST_OPERATOR_RESYNC_MS,
+    watchTimeoutSeconds: e.APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS,
+    watchIdleTimeoutMs: e.APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS,
+    requestTimeoutMs: e.APPHOST_OPERATOR_REQUEST_TIMEOUT_MS,
+    workers: e.APPHOST_OPERATOR_WORKERS,
+    backoff: {
+      baseDelayMs: e.APPHOST_OPERATOR_BACKOFF_BASE_MS,
+      maxDelayMs: e.APPHOST_OPERATOR_BACKOFF_MAX_MS,
+    },
+    shutdownTimeoutMs: e.APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS,
+  });
+}
