@@ -3,9 +3,9 @@
  * an attempt: a fresh dispatcher finishes the job, nothing is lost and there are never more than 3
  * attempts. Uses the real default retry delay. Also checks /metrics and /readyz on the ops port.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,14 +13,17 @@ import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { INTERRUPTED_ATTEMPT } from '../../../src/webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../../../src/webhooks/settings.ts';
 import { WEBHOOKS_ACK_WAIT_MS } from '../../../src/webhooks/stream.ts';
-import { freePort, waitFor } from '../../harness/process.ts';
+import { waitFor } from '../../harness/process.ts';
 import {
+  type Child,
   gaps,
+  kill,
   makeJob,
   publish,
   type Received,
   type Receiver,
   sleep,
+  startDispatcherProcess,
   startReceiver,
   startWebhookNats,
   type WebhookNats,
@@ -29,54 +32,14 @@ import {
 
 const PLATFORM_KEY = 'crash-test-platform-key-0123456789';
 const SECRET = 'crash-test-signing-secret';
-/** Generous bound for a child dispatcher to start (2 busy cores). */
-const START_TIMEOUT_MS = 60_000;
 const secretBox = createSecretBox(PLATFORM_KEY);
 const logDir = mkdtempSync(join(tmpdir(), 'apphost-webhook-crash-'));
 let nats: WebhookNats;
 const children: ChildProcess[] = [];
 const receivers: Receiver[] = [];
 
-interface Child {
-  proc: ChildProcess;
-  opsPort: number;
-  logFile: string;
-}
-
-async function startDispatcher(name: string): Promise<Child> {
-  const opsPort = await freePort();
-  const logFile = join(logDir, `${name}.log`);
-  const fd = openSync(logFile, 'a');
-  const proc = spawn(process.execPath, [new URL('./dispatcher-entry.ts', import.meta.url).pathname], {
-    env: {
-      ...process.env,
-      NATS_URL: nats.server.url,
-      APPHOST_PLATFORM_KEY: PLATFORM_KEY,
-      APPHOST_OPS_PORT: String(opsPort),
-      APPHOST_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8,::1/128',
-      APPHOST_WEBHOOK_PULL_EXPIRES_MS: '2000',
-      APPHOST_WEBHOOK_STOP_BOUND_MS: '5000',
-      APPHOST_LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', fd, fd],
-  });
-  children.push(proc);
-  await waitFor(
-    `${name} /readyz`,
-    async () => {
-      if (proc.exitCode !== null) throw new Error(`${name} exited: ${readFileSync(logFile, 'utf8')}`);
-      return (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok;
-    },
-    START_TIMEOUT_MS,
-  );
-  return { proc, opsPort, logFile };
-}
-
-async function kill(c: Child): Promise<void> {
-  const exited = new Promise((r) => c.proc.once('exit', r));
-  c.proc.kill('SIGKILL');
-  await exited;
-}
+const startDispatcher = (name: string) =>
+  startDispatcherProcess({ name, natsUrl: nats.server.url, platformKey: PLATFORM_KEY, logDir, children });
 
 const signatureOk = (r: Received) =>
   r.headers['x-service-webhook-signature'] ===

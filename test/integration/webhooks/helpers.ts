@@ -1,6 +1,9 @@
 /** Shared pieces of the webhook integration tests: a scripted receiver, a NATS + stream, job publishing. */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { openSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -10,7 +13,7 @@ import { createDeliveryStore } from '../../../src/webhooks/deliveries.ts';
 import { publishWebhookJob } from '../../../src/webhooks/publish.ts';
 import { ensureWebhooksStream, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
-import { waitFor } from '../../harness/process.ts';
+import { freePort, waitFor } from '../../harness/process.ts';
 
 export interface Received {
   n: number;
@@ -177,3 +180,61 @@ export async function waitForFinal(
 export const gaps = (r: Received[]) => r.slice(1).map((x, i) => x.at - (r[i] as Received).at);
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Generous bound for a child dispatcher to start (2 busy cores). */
+export const CHILD_START_TIMEOUT_MS = 60_000;
+
+export interface Child {
+  proc: ChildProcess;
+  opsPort: number;
+  logFile: string;
+}
+
+/**
+ * The real dispatcher entry (`main(env)`) as a child process, spawned directly (not through the
+ * harness watchdog) so a SIGKILL hits the dispatcher itself. Resolves once /readyz answers 200.
+ */
+export async function startDispatcherProcess(opts: {
+  name: string;
+  natsUrl: string;
+  platformKey: string;
+  logDir: string;
+  /** Every child is pushed here, for the caller's afterAll to kill. */
+  children: ChildProcess[];
+  env?: Record<string, string>;
+}): Promise<Child> {
+  const opsPort = await freePort();
+  const logFile = join(opts.logDir, `${opts.name}.log`);
+  const fd = openSync(logFile, 'a');
+  const proc = spawn(process.execPath, [new URL('./dispatcher-entry.ts', import.meta.url).pathname], {
+    env: {
+      ...process.env,
+      NATS_URL: opts.natsUrl,
+      APPHOST_PLATFORM_KEY: opts.platformKey,
+      APPHOST_OPS_PORT: String(opsPort),
+      APPHOST_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8,::1/128',
+      APPHOST_WEBHOOK_PULL_EXPIRES_MS: '2000',
+      APPHOST_WEBHOOK_STOP_BOUND_MS: '5000',
+      APPHOST_LOG_LEVEL: 'info',
+      ...opts.env,
+    },
+    stdio: ['ignore', fd, fd],
+  });
+  opts.children.push(proc);
+  await waitFor(
+    `${opts.name} /readyz`,
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`${opts.name} exited: ${readFileSync(logFile, 'utf8')}`);
+      return (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok;
+    },
+    CHILD_START_TIMEOUT_MS,
+  );
+  return { proc, opsPort, logFile };
+}
+
+export async function kill(c: Child): Promise<void> {
+  if (c.proc.exitCode !== null || c.proc.signalCode !== null) return;
+  const exited = new Promise((r) => c.proc.once('exit', r));
+  c.proc.kill('SIGKILL');
+  await exited;
+}
