@@ -1,0 +1,298 @@
+/**
+ * Async runs end to end: gateway accept (202) → RUNS → run worker → the real Python runtime → run
+ * record (and webhook job), on a private NATS server so the RUNS consumer is ours alone.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
+import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
+import { DEFAULT_RUN_WORKER_SETTINGS } from '../../../src/runs/settings.ts';
+import { createRunStore, ensureRunsInfrastructure, type RunStore } from '../../../src/runs/store.ts';
+import { createRunWorker, type RunWorker } from '../../../src/runs/worker.ts';
+import {
+  RUNS_STREAM,
+  type RunRecord,
+  WEBHOOKS_STREAM,
+  type WebhookJob,
+} from '../../../src/shared/contracts/messaging.ts';
+import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
+import {
+  createRunTokenVerifier,
+  generateSigningKey,
+  issueRunToken,
+  type KeySet,
+} from '../../../src/shared/run-tokens.ts';
+import { createSecretBox } from '../../../src/shared/secretbox.ts';
+import { ensureWebhooksStream, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { waitFor } from '../../harness/process.ts';
+import {
+  closeServer,
+  listen,
+  type Runtime,
+  startRuntime,
+  staticResolver,
+  tempDir,
+} from '../gateway/helpers.ts';
+
+const P = 'proj-runs';
+/** Short so the "longer than ack_wait" run is quick; heartbeats every ACK_WAIT_MS / 3. */
+const ACK_WAIT_MS = 1_500;
+const RUN_WAIT_MS = 30_000;
+
+let nats: NatsServer;
+let nc: NatsConnection;
+let runtime: Runtime;
+let keys: KeySet;
+let token: string;
+let gateway: Gateway;
+let worker: RunWorker;
+let store: RunStore;
+let server: Server;
+let base: string;
+const resolver = staticResolver([]);
+const dir = tempDir('apphost-runs-');
+const secretBox = createSecretBox('test-platform-key-0123456789');
+
+function app(name: string, over: Partial<ResolvedApp> = {}): ResolvedApp {
+  return {
+    projectId: P,
+    appName: name,
+    runtime: 'cortex',
+    upstream: runtime.url,
+    ready: true,
+    gracePeriodSeconds: 900,
+    ...over,
+  };
+}
+
+async function runAsync(appName: string, fn: string, body: unknown, query = '') {
+  const res = await request(`${base}/v4/${P}/${appName}/${fn}?async=true${query}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, headers: res.headers, text };
+}
+
+async function waitForState(
+  appName: string,
+  runId: string,
+  states: RunRecord['state'][],
+): Promise<RunRecord> {
+  let rec: RunRecord | undefined;
+  await waitFor(
+    `run ${runId} in ${states.join('|')}`,
+    async () => {
+      rec = await store.get(P, appName, runId);
+      return !!rec && states.includes(rec.state);
+    },
+    RUN_WAIT_MS,
+  );
+  return rec as RunRecord;
+}
+
+beforeAll(async () => {
+  [nats, runtime, keys] = await Promise.all([
+    startNats(),
+    startRuntime(),
+    generateSigningKey().then((k) => ({ keys: [k] })),
+  ]);
+  nc = await connect({ servers: nats.url });
+  const jsm = await jetstreamManager(nc);
+  await ensureWebhooksStream(jsm);
+  store = createRunStore(await ensureRunsInfrastructure(jsm, new Kvm(nc)), nc);
+  token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
+  resolver.apps.push(
+    app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom'] }),
+    app('brief', { gracePeriodSeconds: 1 }),
+  );
+  gateway = createGateway({
+    resolver,
+    verifyRunToken: createRunTokenVerifier(() => keys),
+    nc,
+    secretBox,
+    log: silentLogger(),
+    registry: new Registry(),
+    settings: { ...DEFAULT_GATEWAY_SETTINGS, publishTimeoutMs: 2_000 },
+  });
+  worker = createRunWorker({
+    nc,
+    resolver,
+    log: silentLogger(),
+    registry: new Registry(),
+    settings: {
+      ...DEFAULT_RUN_WORKER_SETTINGS,
+      ackWaitMs: ACK_WAIT_MS,
+      concurrency: 4,
+      pullExpiresMs: 1_000,
+    },
+  });
+  await worker.start();
+  const l = await listen(gateway.callback());
+  server = l.server;
+  base = l.url;
+});
+
+afterAll(async () => {
+  if (server) await closeServer(server);
+  await worker?.stop(5_000);
+  await gateway?.close();
+  await nc?.close().catch(() => undefined);
+  await runtime?.proc.stop(5_000);
+  await nats?.stop();
+});
+
+describe('async runs', () => {
+  it('answers 202 {run_id} while the function still sleeps, then the run reaches success', async () => {
+    const marker = join(dir, 'slept');
+    const r = await runAsync('hello', 'sleep', { seconds: 3, marker });
+    expect(r.status).toBe(202);
+    // Ordering, not timing: the function has not finished when the 202 is in our hands.
+    expect(existsSync(marker)).toBe(false);
+    expect(String(r.headers['content-type'])).toMatch(/^application\/json/);
+    const runId = String(r.headers['x-request-id']);
+    expect(JSON.parse(r.text)).toStrictEqual({ run_id: runId });
+    expect(Object.keys(JSON.parse(r.text))).toEqual(['run_id']);
+    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    expect(rec.state).toBe('success');
+    expect(rec.responseStatus).toBe(200);
+    expect(rec.executions).toBe(1);
+    expect(existsSync(marker)).toBe(true);
+  });
+
+  it('a raising function ends in failure', async () => {
+    const r = await runAsync('hello', 'boom', { message: 'kaput' });
+    expect(r.status).toBe(202);
+    const rec = await waitForState('hello', String(r.headers['x-request-id']), [
+      'success',
+      'failure',
+      'timeout',
+    ]);
+    expect(rec.state).toBe('failure');
+    expect(rec.responseStatus).toBe(500);
+  });
+
+  it('a function longer than its grace period ends in timeout', async () => {
+    const r = await runAsync('brief', 'sleep', { seconds: 8 });
+    expect(r.status).toBe(202);
+    const rec = await waitForState('brief', String(r.headers['x-request-id']), [
+      'success',
+      'failure',
+      'timeout',
+    ]);
+    expect(rec.state).toBe('timeout');
+    expect(rec.error?.code).toBe('timeout');
+  });
+
+  it('a run longer than ack_wait is executed exactly once (heartbeats keep it)', async () => {
+    const marker = join(dir, 'long-starts');
+    const r = await runAsync('hello', 'started_then_sleep', { marker, seconds: (ACK_WAIT_MS * 3) / 1000 });
+    expect(r.status).toBe(202);
+    const rec = await waitForState('hello', String(r.headers['x-request-id']), [
+      'success',
+      'failure',
+      'timeout',
+    ]);
+    expect(rec.state).toBe('success');
+    expect(rec.executions).toBe(1);
+    expect(readFileSync(marker, 'utf8').trim().split('\n')).toEqual(['start']);
+  });
+
+  it('an async call to an unknown app or function is refused at once with 404, nothing queued', async () => {
+    const before = (await (await jetstreamManager(nc)).streams.info(RUNS_STREAM)).state.last_seq;
+    const a = await runAsync('nope', 'echo', {});
+    const b = await runAsync('hello', 'missing', {});
+    expect(a.status).toBe(404);
+    expect(b.status).toBe(404);
+    const after = (await (await jetstreamManager(nc)).streams.info(RUNS_STREAM)).state.last_seq;
+    expect(after).toBe(before);
+  });
+
+  it('cancelling a running run aborts it and ends it cancelled', async () => {
+    const r = await runAsync('hello', 'sleep', { seconds: 20 });
+    const runId = String(r.headers['x-request-id']);
+    await waitForState('hello', runId, ['running']);
+    const after = await store.requestCancel(P, 'hello', runId);
+    expect(after?.cancelRequested).toBe(true);
+    const rec = await waitForState('hello', runId, ['cancelled', 'success', 'failure', 'timeout']);
+    expect(rec.state).toBe('cancelled');
+    expect(rec.executions).toBe(1);
+  });
+
+  it('lists runs newest first and filters by state', async () => {
+    const all = await store.list(P, 'hello');
+    expect(all.length).toBeGreaterThanOrEqual(3);
+    for (let i = 1; i < all.length; i++)
+      expect(all[i - 1]?.createdAt >= (all[i]?.createdAt ?? '')).toBe(true);
+    const failed = await store.list(P, 'hello', { state: 'failure' });
+    expect(failed.every((x) => x.state === 'failure')).toBe(true);
+    expect(failed.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('publishes the webhook job of an async run with its result', async () => {
+    const endpoint = 'http://hooks.example.test/async';
+    const r = await runAsync('hello', 'echo', { a: 1 }, `&webhookEndpoint=${encodeURIComponent(endpoint)}`);
+    const runId = String(r.headers['x-request-id']);
+    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    expect(rec.webhookHost).toBe('hooks.example.test');
+    const consumer = await jetstream(nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
+    let job: WebhookJob | undefined;
+    while (!job) {
+      const msg = await consumer.next({ expires: 10_000 });
+      if (!msg) throw new Error('no webhook job');
+      msg.ack();
+      const j = msg.json<WebhookJob>();
+      if (j.requestId === runId) job = j;
+    }
+    expect(job.runStatus).toBe('success');
+    expect(JSON.parse(Buffer.from(job.response.bodyBase64, 'base64').toString())).toEqual({ echo: { a: 1 } });
+  });
+});
+
+describe('cancelling a queued run', () => {
+  it('is never started and ends cancelled', async () => {
+    await worker.stop(10_000);
+    const marker = join(dir, 'never');
+    const r = await runAsync('hello', 'started_then_sleep', { marker, seconds: 0.1 });
+    expect(r.status).toBe(202);
+    const runId = String(r.headers['x-request-id']);
+    expect((await store.get(P, 'hello', runId))?.state).toBe('queued');
+    expect((await store.requestCancel(P, 'hello', runId))?.state).toBe('cancelled');
+    worker = createRunWorker({
+      nc,
+      resolver,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: { ...DEFAULT_RUN_WORKER_SETTINGS, ackWaitMs: ACK_WAIT_MS, pullExpiresMs: 1_000 },
+    });
+    await worker.start();
+    // The worker consumes (and acks) the message without running it: the stream drains.
+    await waitFor(
+      'RUNS drained',
+      async () => (await (await jetstreamManager(nc)).streams.info(RUNS_STREAM)).state.messages === 0,
+      RUN_WAIT_MS,
+    );
+    expect(existsSync(marker)).toBe(false);
+    expect((await store.get(P, 'hello', runId))?.state).toBe('cancelled');
+  });
+});
+
+describe('NATS outage', () => {
+  it('an async call is refused with 503 queue_unavailable while NATS is down', async () => {
+    await nats.stop({ keepStore: true });
+    const r = await runAsync('hello', 'echo', {});
+    expect(r.status).toBe(503);
+    expect(JSON.parse(r.text).error.code).toBe('queue_unavailable');
+    expect(r.headers['retry-after']).toBeTruthy();
+  });
+});
