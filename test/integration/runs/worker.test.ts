@@ -233,7 +233,7 @@ describe('async runs', () => {
     const all = await store.list(P, 'hello');
     expect(all.length).toBeGreaterThanOrEqual(3);
     for (let i = 1; i < all.length; i++)
-      expect(all[i - 1]?.createdAt >= (all[i]?.createdAt ?? '')).toBe(true);
+      expect((all[i - 1]?.createdAt ?? '') >= (all[i]?.createdAt ?? '')).toBe(true);
     const failed = await store.list(P, 'hello', { state: 'failure' });
     expect(failed.every((x) => x.state === 'failure')).toBe(true);
     expect(failed.length).toBeGreaterThanOrEqual(1);
