@@ -1,0 +1,68 @@
+/** What every route handler gets: the dependencies and the per-request project scope check. */
+import type { RouterContext } from '@koa/router';
+import type { Clock } from '../shared/clock.ts';
+import { ApiError, ErrorCode } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import type { DeliveryReader, RunReader } from './readers.ts';
+import type { Authenticator } from './service-accounts.ts';
+import type { ManagementStore } from './store/types.ts';
+import { parseOrThrow, projectId as projectIdSchema } from './validation.ts';
+
+export interface ManagementSettings {
+  /** Largest request body accepted; larger → 413. */
+  maxBodyBytes: number;
+  /** How long a verified service-account token is trusted without re-reading the store. */
+  authCacheSeconds: number;
+  /** Minimum seconds between last-used writes for one service account. */
+  lastUsedIntervalSeconds: number;
+  /** Longest lifetime a run token may be issued for. */
+  maxRunTokenDays: number;
+}
+
+export const DEFAULT_SETTINGS: ManagementSettings = {
+  maxBodyBytes: 64 * 1024,
+  authCacheSeconds: 3,
+  lastUsedIntervalSeconds: 60,
+  maxRunTokenDays: 366,
+};
+
+export interface HandlerDeps {
+  store: ManagementStore;
+  runs: RunReader;
+  deliveries: DeliveryReader;
+  auth: Authenticator;
+  clock: Clock;
+  settings: ManagementSettings;
+}
+
+export interface RequestState {
+  requestId: string;
+  log: Logger;
+}
+
+const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
+
+/**
+ * Authenticates the caller and checks the path's project: no/invalid/expired/revoked token → 401.
+ * A token is valid for its own project only; any other project in the path → 404, the same answer
+ * as for a project that does not exist, so a token cannot probe which projects exist.
+ */
+export async function projectScope(ctx: RouterContext, deps: HandlerDeps): Promise<string> {
+  const m = BEARER.exec(ctx.get('authorization'));
+  if (!m?.[1])
+    throw new ApiError(
+      ErrorCode.Unauthenticated,
+      'missing bearer token (Authorization: Bearer <SERVICE_ACCOUNT_TOKEN>)',
+    );
+  const principal = await deps.auth.authenticate(m[1]);
+  const pathProject = ctx.params.project_id ?? '';
+  const notFound = () => new ApiError(ErrorCode.NotFound, `project ${pathProject.slice(0, 63)} not found`);
+  if (principal.projectId !== pathProject) throw notFound();
+  const projectId = parseOrThrow(projectIdSchema, pathProject, 'project_id');
+  if (!(await deps.store.projectExists(projectId))) throw notFound();
+  return projectId;
+}
+
+export function param(ctx: RouterContext, name: string): string {
+  return ctx.params[name] ?? '';
+}

@@ -1,0 +1,80 @@
+/** Custom domains: list, get, create, assign, unassign (spec §4.1), delete. */
+import type { Router, RouterContext } from '@koa/router';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { readJsonBody } from '../body.ts';
+import { type HandlerDeps, param, projectScope } from '../context.ts';
+import { presentDomain } from '../present.ts';
+import { assignDomainBody, createDomainBody, parseOrThrow, resourceName } from '../validation.ts';
+
+/** A domain id derived from its hostname when the caller gives none: app.example.com → app-example-com. */
+export function domainIdFor(hostname: string): string {
+  return hostname.replace(/\./g, '-').slice(0, 63).replace(/-+$/, '');
+}
+
+export function registerDomainRoutes(router: Router, deps: HandlerDeps): void {
+  const { store } = deps;
+  const domainId = (ctx: RouterContext) => parseOrThrow(resourceName, param(ctx, 'domain_id'), 'domain_id');
+  const notFound = (id: string) => new ApiError(ErrorCode.NotFound, `domain ${id} not found`);
+
+  router.get('listDomains', '/v2/projects/:project_id/domains', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    ctx.body = { domains: (await store.listDomains(projectId)).map(presentDomain) };
+  });
+
+  router.post('createDomain', '/v2/projects/:project_id/domains', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const body = parseOrThrow(
+      createDomainBody,
+      (await readJsonBody(ctx, deps.settings.maxBodyBytes)) ?? {},
+      'body',
+    );
+    const id = body.domain_id ?? domainIdFor(body.hostname);
+    const created = await store.createDomain(projectId, { domainId: id, hostname: body.hostname });
+    ctx.status = 201;
+    ctx.body = presentDomain(created);
+  });
+
+  router.get('getDomain', '/v2/projects/:project_id/domains/:domain_id', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const id = domainId(ctx);
+    const d = await store.getDomain(projectId, id);
+    if (!d) throw notFound(id);
+    ctx.body = presentDomain(d);
+  });
+
+  router.delete('deleteDomain', '/v2/projects/:project_id/domains/:domain_id', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const id = domainId(ctx);
+    const d = await store.getDomain(projectId, id);
+    if (!d || !(await store.deleteDomain(projectId, id))) throw notFound(id);
+    ctx.body = presentDomain(d);
+  });
+
+  router.put('assignDomain', '/v2/projects/:project_id/domains/:domain_id/assign', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const id = domainId(ctx);
+    const body = parseOrThrow(
+      assignDomainBody,
+      (await readJsonBody(ctx, deps.settings.maxBodyBytes)) ?? {},
+      'body',
+    );
+    if (!(await store.getDomain(projectId, id))) throw notFound(id);
+    if (!(await store.appExists(projectId, body.app_name)))
+      throw new ApiError(
+        ErrorCode.Unprocessable,
+        `app ${body.app_name} does not exist in project ${projectId}`,
+      );
+    const d = await store.assignDomain(projectId, id, body.app_name);
+    if (!d) throw notFound(id);
+    ctx.body = presentDomain(d);
+  });
+
+  // Idempotent: unassigning an unassigned domain is 200 with the unchanged domain.
+  router.delete('unassignDomain', '/v2/projects/:project_id/domains/:domain_id/assign', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const id = domainId(ctx);
+    const d = await store.unassignDomain(projectId, id);
+    if (!d) throw notFound(id);
+    ctx.body = presentDomain(d);
+  });
+}

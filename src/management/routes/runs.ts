@@ -1,0 +1,55 @@
+/** Run records from the run worker's store, with the webhook delivery attempts; cancel. */
+import type { Router, RouterContext } from '@koa/router';
+import { TERMINAL_RUN_STATES } from '../../shared/contracts/messaging.ts';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { type HandlerDeps, param, projectScope } from '../context.ts';
+import { presentRun } from '../present.ts';
+import { listRunsQuery, parseOrThrow, resourceName, runId as runIdSchema } from '../validation.ts';
+
+export const DEFAULT_RUN_LIST_LIMIT = 20;
+
+export function registerRunRoutes(router: Router, deps: HandlerDeps): void {
+  const { runs, deliveries } = deps;
+  const ids = (ctx: RouterContext) => ({
+    appName: parseOrThrow(resourceName, param(ctx, 'app_name'), 'app_name'),
+    runId: parseOrThrow(runIdSchema, param(ctx, 'run_id'), 'run_id'),
+  });
+  const notFound = (runId: string) => new ApiError(ErrorCode.NotFound, `run ${runId} not found`);
+
+  router.get('listRuns', '/v2/projects/:project_id/apps/:app_name/runs', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const appName = parseOrThrow(resourceName, param(ctx, 'app_name'), 'app_name');
+    const q = parseOrThrow(listRunsQuery, { ...ctx.query }, 'query');
+    const list = await runs.list(projectId, appName, {
+      ...(q.state ? { state: q.state } : {}),
+      limit: q.limit ?? DEFAULT_RUN_LIST_LIMIT,
+    });
+    ctx.body = { runs: list.slice(0, q.limit ?? DEFAULT_RUN_LIST_LIMIT).map((r) => presentRun(r)) };
+  });
+
+  router.get('getRun', '/v2/projects/:project_id/apps/:app_name/runs/:run_id', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const { appName, runId } = ids(ctx);
+    const run = await runs.get(projectId, appName, runId);
+    if (!run) throw notFound(runId);
+    // Deliveries are keyed by request id alone: make sure this one belongs to the run's project.
+    const delivery = await deliveries.get(runId);
+    ctx.body = presentRun(run, delivery?.projectId === projectId ? delivery : undefined);
+  });
+
+  // 202: cancellation is requested here and carried out by the run worker.
+  router.delete('cancelRun', '/v2/projects/:project_id/apps/:app_name/runs/:run_id', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const { appName, runId } = ids(ctx);
+    const run = await runs.get(projectId, appName, runId);
+    if (!run) throw notFound(runId);
+    if (TERMINAL_RUN_STATES.includes(run.state))
+      throw new ApiError(ErrorCode.Conflict, `run ${runId} has already finished (state ${run.state})`, {
+        details: { state: run.state },
+      });
+    const updated = await runs.requestCancel(projectId, appName, runId);
+    if (!updated) throw notFound(runId);
+    ctx.status = 202;
+    ctx.body = presentRun(updated);
+  });
+}

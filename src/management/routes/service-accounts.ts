@@ -1,0 +1,47 @@
+/** Service accounts: create (token shown once), list, revoke. */
+import type { Router } from '@koa/router';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { readJsonBody } from '../body.ts';
+import { type HandlerDeps, param, projectScope } from '../context.ts';
+import { presentServiceAccount } from '../present.ts';
+import { createServiceAccount } from '../service-accounts.ts';
+import { createServiceAccountBody, parseOrThrow, serviceAccountName, toDate } from '../validation.ts';
+
+export function registerServiceAccountRoutes(router: Router, deps: HandlerDeps): void {
+  const { store } = deps;
+
+  router.post('createServiceAccount', '/v2/projects/:project_id/service-accounts', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const body = parseOrThrow(
+      createServiceAccountBody,
+      (await readJsonBody(ctx, deps.settings.maxBodyBytes)) ?? {},
+      'body',
+    );
+    const { account, token } = await createServiceAccount(
+      store,
+      projectId,
+      body.name,
+      toDate(body.expires_at),
+      new Date(deps.clock.now()),
+    );
+    ctx.status = 201;
+    ctx.set('cache-control', 'no-store');
+    ctx.body = { ...presentServiceAccount(account), token };
+  });
+
+  router.get('listServiceAccounts', '/v2/projects/:project_id/service-accounts', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    ctx.body = { service_accounts: (await store.listServiceAccounts(projectId)).map(presentServiceAccount) };
+  });
+
+  router.delete('revokeServiceAccount', '/v2/projects/:project_id/service-accounts/:name', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const name = parseOrThrow(serviceAccountName, param(ctx, 'name'), 'name');
+    const account = await store.getServiceAccount(projectId, name);
+    if (!account || !(await store.revokeServiceAccount(projectId, name)))
+      throw new ApiError(ErrorCode.NotFound, `service account ${name} not found`);
+    deps.auth.forget(projectId, name);
+    const { secretHash: _h, ...shown } = account;
+    ctx.body = presentServiceAccount(shown);
+  });
+}
