@@ -230,6 +230,19 @@ describe('bounds and sharing', () => {
     }
   });
 
+  it('a malformed job is dropped without stopping the dispatcher', async () => {
+    await nats.js.publish('apphost.webhooks.proj.app', 'this is not a job', { msgID: 'garbage-1' });
+    const r = await receiver(() => ({ status: 200 }));
+    const job = makeJob({ endpoint: r.url });
+    await publish(nats.js, job);
+    expect((await waitForFinal(nats, job.requestId)).state).toBe('delivered');
+    await waitFor(
+      'the malformed job to leave the stream',
+      async () => (await nats.jsm.streams.info(WEBHOOKS_STREAM)).state.messages === 0,
+      10_000,
+    );
+  });
+
   it('delivery records are written compare-and-set', async () => {
     const store = createDeliveryStore(nats.kv);
     const rec = {
