@@ -1,0 +1,72 @@
+/** The gateway process's environment, parsed once in main.ts (names and defaults: docs/gateway.md). */
+import { z } from 'zod';
+import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
+import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0'])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1');
+
+const G = DEFAULT_GATEWAY_SETTINGS;
+const W = DEFAULT_RUN_WORKER_SETTINGS;
+
+export const GatewayEnv = z.object({
+  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  APPHOST_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  APPHOST_OPS_PORT: int(9090),
+  APPHOST_GATEWAY_PORT: int(8080),
+  APPHOST_GATEWAY_HOST: z.string().default('0.0.0.0'),
+  APPHOST_PLATFORM_KEY: z.string().min(16, 'APPHOST_PLATFORM_KEY must be at least 16 characters'),
+  APPHOST_RUN_TOKEN_KEYS_FILE: z.string().min(1),
+  APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, 1_000),
+  APPHOST_RUN_WORKER: bool(true),
+  APPHOST_GATEWAY_MAX_BODY_BYTES: int(G.maxBodyBytes, 1),
+  APPHOST_GATEWAY_SYNC_TIMEOUT_MS: int(G.syncTimeoutMs, 1),
+  APPHOST_GATEWAY_STREAM_IDLE_TIMEOUT_MS: int(G.streamIdleTimeoutMs),
+  APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS: int(G.publishTimeoutMs, 1),
+  APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, 1),
+  APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: int(G.drainTimeoutMs),
+  APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, 1),
+  APPHOST_RUN_CONSUMER: z.string().default(W.consumerName),
+  APPHOST_RUN_CONCURRENCY: int(W.concurrency, 1),
+  APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, 300),
+  APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, 1),
+  APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
+});
+export type GatewayEnv = z.infer<typeof GatewayEnv>;
+
+export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayEnv {
+  const r = GatewayEnv.safeParse(env);
+  if (!r.success) {
+    throw new Error(
+      `invalid gateway settings: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return r.data;
+}
+
+export function gatewaySettings(e: GatewayEnv): GatewaySettings {
+  return {
+    maxBodyBytes: e.APPHOST_GATEWAY_MAX_BODY_BYTES,
+    syncTimeoutMs: e.APPHOST_GATEWAY_SYNC_TIMEOUT_MS,
+    streamIdleTimeoutMs: e.APPHOST_GATEWAY_STREAM_IDLE_TIMEOUT_MS,
+    publishTimeoutMs: e.APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS,
+    retryAfterSeconds: e.APPHOST_GATEWAY_RETRY_AFTER_SECONDS,
+    maxWebhookBodyBytes: e.APPHOST_WEBHOOK_MAX_BODY_BYTES,
+    drainTimeoutMs: e.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
+  };
+}
+
+export function runWorkerSettings(e: GatewayEnv): RunWorkerSettings {
+  return {
+    ...W,
+    consumerName: e.APPHOST_RUN_CONSUMER,
+    concurrency: e.APPHOST_RUN_CONCURRENCY,
+    ackWaitMs: e.APPHOST_RUN_ACK_WAIT_MS,
+    maxExecutions: e.APPHOST_RUN_MAX_EXECUTIONS,
+    maxWebhookBodyBytes: e.APPHOST_WEBHOOK_MAX_BODY_BYTES,
+  };
+}

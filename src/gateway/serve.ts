@@ -1,0 +1,148 @@
+/**
+ * Wires one gateway process: NATS, JetStream objects, the gateway's HTTP server, the run worker, the
+ * ops server and the shutdown sequence. main.ts (cluster) and local/test entrypoints differ only in
+ * the AppResolver they pass.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { ensureRunsInfrastructure } from '../runs/store.ts';
+import { createRunWorker, type RunWorker } from '../runs/worker.ts';
+import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { Logger } from '../shared/log.ts';
+import { type OpsServer, startOpsServer } from '../shared/ops.ts';
+import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
+import { createSecretBox } from '../shared/secretbox.ts';
+import { ensureWebhooksStream } from '../webhooks/stream.ts';
+import { type GatewayEnv, gatewaySettings, runWorkerSettings } from './config.ts';
+import { createGateway, type Gateway } from './gateway.ts';
+
+/** Bound on the first NATS connection attempt at start-up. */
+export const NATS_CONNECT_TIMEOUT_MS = 10_000;
+
+export interface GatewayProcess {
+  gateway: Gateway;
+  worker: RunWorker | undefined;
+  server: Server;
+  ops: OpsServer;
+  nc: NatsConnection;
+  port(): number;
+  /** The shutdown steps, in order, for onShutdownSignal. */
+  shutdownSteps(): Array<{ name: string; run: () => Promise<void> }>;
+  /** Total bound for `shutdownSteps`. */
+  shutdownBoundMs: number;
+}
+
+export function loadKeySet(path: string): KeySet {
+  const parsed = JSON.parse(readFileSync(path, 'utf8')) as KeySet;
+  if (!Array.isArray(parsed?.keys) || parsed.keys.length === 0) throw new Error(`${path}: no keys`);
+  return parsed;
+}
+
+export async function serveGateway(opts: {
+  env: GatewayEnv;
+  resolver: AppResolver;
+  log: Logger;
+}): Promise<GatewayProcess> {
+  const { env, resolver, log } = opts;
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  let keys = loadKeySet(env.APPHOST_RUN_TOKEN_KEYS_FILE);
+  const reload = setInterval(() => {
+    try {
+      keys = loadKeySet(env.APPHOST_RUN_TOKEN_KEYS_FILE);
+    } catch (err) {
+      log.warn({ err }, 'could not reload the run-token key set; keeping the previous one');
+    }
+  }, env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS);
+  reload.unref();
+
+  const nc = await connect({
+    servers: env.NATS_URL,
+    name: 'apphost-gateway',
+    maxReconnectAttempts: -1,
+    timeout: NATS_CONNECT_TIMEOUT_MS,
+  });
+  let natsConnected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') natsConnected = false;
+      else if (s.type === 'reconnect') natsConnected = true;
+    }
+  })();
+  const jsm = await jetstreamManager(nc);
+  await ensureRunsInfrastructure(jsm, new Kvm(nc));
+  await ensureWebhooksStream(jsm);
+
+  const secretBox = createSecretBox(env.APPHOST_PLATFORM_KEY);
+  const gateway = createGateway({
+    resolver,
+    verifyRunToken: createRunTokenVerifier(() => keys),
+    nc,
+    secretBox,
+    log: log.child({ component: 'gateway' }),
+    registry,
+    settings: gatewaySettings(env),
+  });
+  const worker = env.APPHOST_RUN_WORKER
+    ? createRunWorker({
+        nc,
+        resolver,
+        secretBox,
+        log: log.child({ component: 'run-worker' }),
+        registry,
+        settings: runWorkerSettings(env),
+      })
+    : undefined;
+  await worker?.start();
+
+  const server = createServer(gateway.callback());
+  // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, () => resolve());
+  });
+  const ops = await startOpsServer({
+    port: env.APPHOST_OPS_PORT,
+    registry,
+    checks: [
+      { name: 'nats', check: () => natsConnected && !nc.isClosed() },
+      { name: 'gateway', check: () => !gateway.draining },
+    ],
+  });
+  const port = () => {
+    const a = server.address();
+    return typeof a === 'object' && a ? a.port : env.APPHOST_GATEWAY_PORT;
+  };
+  log.info({ port: port(), opsPort: ops.port(), worker: !!worker }, 'gateway listening');
+
+  return {
+    gateway,
+    worker,
+    server,
+    ops,
+    nc,
+    port,
+    shutdownBoundMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS + env.APPHOST_RUN_STOP_TIMEOUT_MS + 10_000,
+    shutdownSteps: () => [
+      { name: 'readyz→503', run: async () => ops.drain() },
+      {
+        name: 'drain gateway',
+        run: async () => {
+          server.close();
+          await gateway.drain();
+          server.closeAllConnections();
+        },
+      },
+      { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
+      { name: 'close upstream pool', run: () => gateway.close() },
+      { name: 'drain nats', run: () => nc.drain() },
+      { name: 'close ops', run: () => ops.close() },
+    ],
+  };
+}
