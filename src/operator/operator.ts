@@ -112,10 +112,12 @@ export function createOperator(deps: OperatorDeps): Operator {
     type: (typeof Resources)[keyof typeof Resources],
     handlers: InformerHandlers<T>,
     labelSelector?: string,
+    namespace: string | undefined = s.watchNamespace,
   ) =>
     createInformer<T>({
       client,
       type,
+      namespace,
       settings: informerSettings,
       handlers,
       log,
@@ -135,7 +137,13 @@ export function createOperator(deps: OperatorDeps): Operator {
   ) as unknown as Informer<DomainAssignment>;
   deployments = informer(Resources.Deployment, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
   services = informer(Resources.Service, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
-  ingresses = informer(Resources.Ingress, ingressHandlers(enqueueDomain), MANAGED_SELECTOR);
+  // Our Ingresses all live in the gateway's namespace.
+  ingresses = informer(
+    Resources.Ingress,
+    ingressHandlers(enqueueDomain),
+    MANAGED_SELECTOR,
+    s.gatewayNamespace,
+  );
   const informers: Informer<KubeObject>[] = [
     apps as unknown as Informer<KubeObject>,
     domains as unknown as Informer<KubeObject>,

@@ -19,6 +19,8 @@ export interface OperatorSettings {
   /** Added to responseGracePeriodSeconds for terminationGracePeriodSeconds (time to flush and exit). */
   terminationGraceMarginSeconds: number;
   leaderElection: LeaderElectionSettings;
+  /** Only watch and reconcile this namespace (single-tenant installs, tests); all namespaces when unset. */
+  watchNamespace: string | undefined;
   /** Every cached object is reconciled again this often even without an event. */
   resyncPeriodMs: number;
   /** Server-side bound on one watch request before it is reopened. */
@@ -52,6 +54,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
       retryPeriodMs: 2_000,
       releaseOnStop: true,
     },
+    watchNamespace: undefined,
     resyncPeriodMs: 300_000,
     watchTimeoutSeconds: 300,
     watchIdleTimeoutMs: 600_000,
@@ -77,6 +80,7 @@ const EnvSchema = z.object({
   APPHOST_OPERATOR_LEASE_DURATION_MS: int(1000).default(15_000),
   APPHOST_OPERATOR_RENEW_DEADLINE_MS: int(500).default(10_000),
   APPHOST_OPERATOR_RETRY_PERIOD_MS: int(100).default(2_000),
+  APPHOST_OPERATOR_WATCH_NAMESPACE: z.string().optional(),
   APPHOST_OPERATOR_RESYNC_MS: int(1000).default(300_000),
   APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS: int(1).default(300),
   APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS: int(1000).default(600_000),
@@ -111,6 +115,7 @@ export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSetting
       retryPeriodMs: e.APPHOST_OPERATOR_RETRY_PERIOD_MS,
       releaseOnStop: true,
     },
+    watchNamespace: e.APPHOST_OPERATOR_WATCH_NAMESPACE || undefined,
     resyncPeriodMs: e.APPHOST_OPERATOR_RESYNC_MS,
     watchTimeoutSeconds: e.APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS,
     watchIdleTimeoutMs: e.APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS,

@@ -80,12 +80,17 @@ export function createAppReconciler(
 
   const writeStatus = async (app: App, status: ReturnType<typeof computeAppStatus>) => {
     if (sameStatus(app.status, status)) return;
-    await deps.client.mergePatch(
-      Resources.App,
-      { namespace: app.metadata.namespace, name: app.metadata.name },
-      { status },
-      'status',
-    );
+    try {
+      await deps.client.mergePatch(
+        Resources.App,
+        { namespace: app.metadata.namespace, name: app.metadata.name },
+        { status },
+        'status',
+      );
+    } catch (err) {
+      // Deleted since our cache saw it: nothing left to report on.
+      if (!isNotFound(err)) throw err;
+    }
   };
 
   return async (key) => {

@@ -12,7 +12,7 @@ import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
+import { isNotFound, type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
 import { FINALIZER, type IngressSettings, ingressName, makeIngress } from './resources/ingress.ts';
 import {
   computeDomainStatus,
@@ -78,12 +78,16 @@ export function createDomainReconciler(
   const writeStatus = async (da: DomainAssignment, ready: Parameters<typeof computeDomainStatus>[1]) => {
     const status = computeDomainStatus(da, ready, kubeTime(deps.clock.now()));
     if (sameStatus(da.status, status)) return;
-    await deps.client.mergePatch(
-      Resources.DomainAssignment,
-      { namespace: da.metadata.namespace, name: da.metadata.name },
-      { status },
-      'status',
-    );
+    try {
+      await deps.client.mergePatch(
+        Resources.DomainAssignment,
+        { namespace: da.metadata.namespace, name: da.metadata.name },
+        { status },
+        'status',
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
   };
 
   return async (key) => {

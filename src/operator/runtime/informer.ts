@@ -39,13 +39,15 @@ export const objectKey = (o: { metadata: { namespace?: string; name: string } })
 export function createInformer<T extends KubeObject>(opts: {
   client: KubeClient;
   type: ResourceType;
+  /** Watch one namespace only; all namespaces when absent. */
+  namespace?: string | undefined;
   labelSelector?: string;
   settings: InformerSettings;
   handlers: InformerHandlers<T>;
   log: Logger;
 }): Informer<T> {
   const { client, type, settings, handlers } = opts;
-  const log = opts.log.child({ informer: type.plural });
+  const log = opts.log.child({ informer: type.plural, namespace: opts.namespace ?? '*' });
   const cache = new Map<string, T>();
   const abort = new AbortController();
   let isSynced = false;
@@ -55,7 +57,10 @@ export function createInformer<T extends KubeObject>(opts: {
   });
   let loop: Promise<void> | undefined;
   let resyncTimer: NodeJS.Timeout | undefined;
-  const selector = opts.labelSelector ? { labelSelector: opts.labelSelector } : {};
+  const selector = {
+    ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+    ...(opts.namespace ? { namespace: opts.namespace } : {}),
+  };
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {

@@ -110,6 +110,7 @@ export interface KubeClient {
     type: ResourceType,
     opts: {
       resourceVersion: string;
+      namespace?: string;
       labelSelector?: string;
       timeoutSeconds: number;
       signal: AbortSignal;
@@ -257,7 +258,8 @@ export function createHttpKubeClient(kc: KubeConfig, opts: HttpKubeClientOptions
       };
       touch();
       try {
-        const res = await send(HttpMethod.GET, resourcePath(type), { query, signal, stream: true });
+        const path = resourcePath(type, w.namespace ? { namespace: w.namespace } : undefined);
+        const res = await send(HttpMethod.GET, path, { query, signal, stream: true });
         if (!res.body) return;
         const lines = createInterface({ input: Readable.fromWeb(res.body as never), crlfDelay: Infinity });
         for await (const line of lines) {

@@ -1,0 +1,301 @@
+/**
+ * The operator against the real kube-apiserver (+ kube-controller-manager for Deployments and garbage
+ * collection): CRD validation, App → Deployment + Service, readiness, updates, drift, zero writes
+ * when steady, deletion.
+ */
+import { CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { App } from '../../../src/apis/v1alpha1/types.ts';
+import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
+
+const kc = testKubeConfig();
+let client: KubeClient;
+let ns: string;
+let op: TestOperator;
+
+const app = (name: string, spec: App['spec']) => ({
+  apiVersion: 'apphost.dev/v1alpha1',
+  kind: 'App',
+  metadata: { name, namespace: ns },
+  spec,
+});
+const get = (type: (typeof Resources)[keyof typeof Resources], name: string) =>
+  client.get<KubeObject>(type, { namespace: ns, name });
+const readyOf = (a: KubeObject | undefined) =>
+  (a?.status?.conditions as Array<{ type: string; status: string; reason?: string }> | undefined)?.find(
+    (c) => c.type === 'Ready',
+  );
+
+/** What a kubelet would do: mark every pod of the App running and ready. */
+async function makePodsReady(appName: string) {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pods = await core.listNamespacedPod({ namespace: ns, labelSelector: `apphost.dev/app=${appName}` });
+  if (pods.items.length === 0) return false;
+  const now = new Date().toISOString();
+  for (const pod of pods.items) {
+    await client.mergePatch(
+      { apiVersion: 'v1', kind: 'Pod', plural: 'pods', namespaced: true },
+      { namespace: ns, name: pod.metadata?.name ?? '' },
+      {
+        status: {
+          phase: 'Running',
+          conditions: [
+            { type: 'Ready', status: 'True', lastTransitionTime: now },
+            { type: 'ContainersReady', status: 'True', lastTransitionTime: now },
+          ],
+        },
+      },
+      'status',
+    );
+  }
+  return true;
+}
+
+beforeAll(async () => {
+  await applyCrds();
+  client = testClient(kc);
+  ns = await createTestNamespace(kc, 'op-app', { 'apphost.dev/project': 'proj-op-app' });
+  op = testOperator(kc, ns);
+  await op.operator.start();
+  await eventually('operator leads', async () => op.operator.isLeader());
+});
+
+afterAll(async () => {
+  await op?.operator.stop();
+});
+
+describe('CRD validation', () => {
+  it.each([
+    [
+      'custom runtime without image and port',
+      app('bad-custom', { runtime: 'custom' }),
+      /runtime 'custom' needs spec\.image .* and spec\.port/,
+    ],
+    [
+      'cortex runtime without image or code',
+      app('bad-cortex', { runtime: 'cortex' }),
+      /runtime 'cortex' needs spec\.image .* or spec\.code\.configMapRef/,
+    ],
+    [
+      'minReplicas above maxReplicas',
+      app('bad-scaling', { runtime: 'cortex', image: 'x/y:1', scaling: { minReplicas: 5, maxReplicas: 2 } }),
+      /minReplicas must not be greater than spec\.scaling\.maxReplicas/,
+    ],
+    [
+      'responseGracePeriodSeconds above 12 h',
+      app('bad-grace', { runtime: 'cortex', image: 'x/y:1', responseGracePeriodSeconds: 50_000 }),
+      /responseGracePeriodSeconds.*less than or equal to 43200/,
+    ],
+    [
+      'a hostname that is not a DNS name',
+      {
+        apiVersion: 'apphost.dev/v1alpha1',
+        kind: 'DomainAssignment',
+        metadata: { name: 'bad-host', namespace: '' },
+        spec: { hostname: 'https://Example.com/x' },
+      },
+      /hostname must be a lowercase DNS name/,
+    ],
+  ])('rejects %s with a message saying what to fix', async (_name, body, message) => {
+    const obj = { ...body, metadata: { ...body.metadata, namespace: ns } } as KubeObject;
+    const type = obj.kind === 'App' ? Resources.App : Resources.DomainAssignment;
+    await expect(client.create(type, obj)).rejects.toThrow(message);
+  });
+
+  it('fills in defaults', async () => {
+    const created = await client.create<KubeObject>(
+      Resources.App,
+      app('defaults', { runtime: 'cortex', image: 'x/y:1', scaling: {} }) as KubeObject,
+    );
+    expect(created.spec.responseGracePeriodSeconds).toBe(900);
+    expect(created.spec.scaling.minReplicas).toBe(1);
+    await client.delete(Resources.App, { namespace: ns, name: 'defaults' });
+  });
+});
+
+describe('App → Deployment and Service', () => {
+  it('creates both with the expected spec, owned by the App', async () => {
+    await client.create(
+      Resources.App,
+      app('hello', {
+        runtime: 'cortex',
+        code: { configMapRef: { name: 'hello-code' } },
+        env: [{ name: 'GREETING', value: 'hi' }],
+        envFromSecrets: ['hello-secrets'],
+        resources: { cpu: '0.5', memory: '256Mi', gpu: 1 },
+        scaling: { minReplicas: 2, maxReplicas: 4 },
+        responseGracePeriodSeconds: 120,
+      }) as KubeObject,
+    );
+    await eventually('Deployment and Service', async () =>
+      Boolean((await get(Resources.Deployment, 'hello')) && (await get(Resources.Service, 'hello'))),
+    );
+    const owner = await get(Resources.App, 'hello');
+    const dep = (await get(Resources.Deployment, 'hello'))!;
+    expect(dep.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'App', name: 'hello', uid: owner?.metadata.uid, controller: true }),
+    ]);
+    expect(dep.metadata.labels).toMatchObject({
+      'app.kubernetes.io/name': 'hello',
+      'app.kubernetes.io/managed-by': 'apphost-operator',
+      'app.kubernetes.io/part-of': 'apphost',
+      'apphost.dev/app': 'hello',
+    });
+    expect(dep.spec.replicas).toBe(2);
+    const pod = dep.spec.template.spec;
+    expect(pod.terminationGracePeriodSeconds).toBe(130);
+    const c = pod.containers[0];
+    expect(c.image).toBe('example.invalid/runtime-python:test');
+    expect(c.command).toEqual([
+      'python',
+      '-m',
+      'apphost_runtime',
+      '--app-dir',
+      '/app',
+      '--port',
+      '8080',
+      '--grace-seconds',
+      '120',
+    ]);
+    expect(c.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+    expect(c.readinessProbe.httpGet).toMatchObject({ path: '/ready', port: 'http' });
+    expect(c.livenessProbe.httpGet).toMatchObject({ path: '/health', port: 'http' });
+    expect(c.resources).toEqual({
+      requests: { cpu: '500m', memory: '256Mi' },
+      limits: { memory: '256Mi', 'nvidia.com/gpu': '1' },
+    });
+    expect(c.env).toContainEqual({ name: 'GREETING', value: 'hi' });
+    expect(c.envFrom).toEqual([{ secretRef: { name: 'hello-secrets' } }]);
+    expect(c.volumeMounts).toEqual([{ name: 'code', mountPath: '/app', readOnly: true }]);
+    expect(pod.volumes).toEqual([
+      expect.objectContaining({ name: 'code', configMap: expect.objectContaining({ name: 'hello-code' }) }),
+    ]);
+
+    const svc = (await get(Resources.Service, 'hello'))!;
+    expect(svc.spec.selector).toEqual({ 'apphost.dev/app': 'hello' });
+    expect(svc.spec.ports).toEqual([
+      expect.objectContaining({ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }),
+    ]);
+    expect(svc.metadata.ownerReferences?.[0]?.uid).toBe(owner?.metadata.uid);
+
+    await eventually('status with URL and not-ready reason', async () => {
+      const a = await get(Resources.App, 'hello');
+      return a?.status?.url === `http://hello.${ns}.svc.cluster.local` && readyOf(a)?.status !== 'True';
+    });
+  });
+
+  it('reports Ready=True once the replicas are ready', async () => {
+    await eventually('pods created by the ReplicaSet', async () => makePodsReady('hello'));
+    await eventually('App Ready=True', async () => {
+      await makePodsReady('hello');
+      const a = await get(Resources.App, 'hello');
+      return readyOf(a)?.status === 'True' && a?.status?.readyReplicas === 2;
+    });
+    const a = await get(Resources.App, 'hello');
+    expect(a?.status?.observedGeneration).toBe(a?.metadata.generation);
+  });
+
+  it('follows a change of the App', async () => {
+    await client.mergePatch(
+      Resources.App,
+      { namespace: ns, name: 'hello' },
+      {
+        spec: {
+          image: 'example.invalid/hello:2',
+          scaling: { minReplicas: 1 },
+          env: null,
+          resources: { gpu: null },
+        },
+      },
+    );
+    await eventually('Deployment updated', async () => {
+      const dep = await get(Resources.Deployment, 'hello');
+      const c = dep?.spec.template.spec.containers[0];
+      return (
+        dep?.spec.replicas === 1 &&
+        c?.image === 'example.invalid/hello:2' &&
+        !c.env.some((e: { name: string }) => e.name === 'GREETING') &&
+        c.resources.limits?.['nvidia.com/gpu'] === undefined
+      );
+    });
+  });
+
+  it('restores an owned object that is deleted or edited (drift)', async () => {
+    const before = (await get(Resources.Deployment, 'hello'))!;
+    await client.delete(Resources.Deployment, { namespace: ns, name: 'hello' });
+    await eventually('Deployment recreated', async () => {
+      const d = await get(Resources.Deployment, 'hello');
+      return Boolean(d && d.metadata.uid !== before.metadata.uid);
+    });
+    await client.mergePatch(
+      Resources.Service,
+      { namespace: ns, name: 'hello' },
+      {
+        spec: { ports: [{ name: 'http', port: 80, targetPort: 9999, protocol: 'TCP' }] },
+      },
+    );
+    await eventually('Service port restored', async () => {
+      const s = await get(Resources.Service, 'hello');
+      return s?.spec.ports?.[0]?.targetPort === 8080;
+    });
+  });
+
+  it('makes no writes while nothing changes', async () => {
+    // Settle: let the App's status catch up with the restored Deployment.
+    await eventually('status settled', async () => {
+      const w = await op.writes();
+      await new Promise((r) => setTimeout(r, 2 * op.settings.resyncPeriodMs));
+      return (await op.writes()) === w;
+    });
+    const versions = async () =>
+      Promise.all(
+        [Resources.App, Resources.Deployment, Resources.Service].map(
+          async (t) => (await get(t, 'hello'))?.metadata.resourceVersion,
+        ),
+      );
+    const writesBefore = await op.writes();
+    const rvBefore = await versions();
+    const resyncsBefore = await reconcileCount(op);
+    // Three resync periods: every object is reconciled again at least twice.
+    await new Promise((r) => setTimeout(r, 3 * op.settings.resyncPeriodMs + 500));
+    expect(await reconcileCount(op)).toBeGreaterThan(resyncsBefore + 1);
+    expect(await op.writes()).toBe(writesBefore);
+    expect(await versions()).toEqual(rvBefore);
+  });
+
+  it('custom runtime: entrypoint, port and probe paths', async () => {
+    await client.create(
+      Resources.App,
+      app('custom', {
+        runtime: 'custom',
+        image: 'example.invalid/custom:1',
+        port: 9000,
+        entrypoint: ['/bin/server', '--flag'],
+        healthcheckPath: '/livez',
+        readinessPath: '/readyz',
+      }) as KubeObject,
+    );
+    await eventually('custom Deployment', async () => Boolean(await get(Resources.Service, 'custom')));
+    const c = (await get(Resources.Deployment, 'custom'))!.spec.template.spec.containers[0];
+    expect(c.command).toEqual(['/bin/server', '--flag']);
+    expect(c.ports[0].containerPort).toBe(9000);
+    expect(c.livenessProbe.httpGet.path).toBe('/livez');
+    expect(c.readinessProbe.httpGet.path).toBe('/readyz');
+    expect((await get(Resources.Service, 'custom'))!.spec.ports[0].targetPort).toBe(9000);
+  });
+
+  it('deleting the App garbage-collects its Deployment and Service', async () => {
+    await client.delete(Resources.App, { namespace: ns, name: 'hello' });
+    await eventually(
+      'owned objects gone',
+      async () => !(await get(Resources.Deployment, 'hello')) && !(await get(Resources.Service, 'hello')),
+    );
+  });
+});
+
+async function reconcileCount(o: TestOperator): Promise<number> {
+  const m = await o.registry.getSingleMetric('apphost_operator_reconciles_total')?.get();
+  return (m?.values ?? []).filter((v) => v.labels.controller === 'app').reduce((s, v) => s + v.value, 0);
+}

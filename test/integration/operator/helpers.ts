@@ -1,0 +1,95 @@
+/** Shared pieces of the operator's integration tests: CRDs via kubectl, a test operator, polling. */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import { inject } from 'vitest';
+import { createOperator, type Operator } from '../../../src/operator/operator.ts';
+import { createHttpKubeClient, type KubeClient } from '../../../src/operator/runtime/kube-client.ts';
+import { defaultOperatorSettings, type OperatorSettings } from '../../../src/operator/settings.ts';
+import { createLogger } from '../../../src/shared/log.ts';
+import { binaryPath } from '../../harness/binaries.ts';
+import { waitFor } from '../../harness/process.ts';
+
+const exec = promisify(execFile);
+
+/** Generous: two cores shared by every suite of the run. */
+export const CONVERGE_MS = 45_000;
+
+export async function kubectl(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return exec(binaryPath('kubectl'), ['--kubeconfig', inject('kubeconfigPath'), ...args]);
+}
+
+/** `kubectl apply -f crds/` (idempotent; the CRDs are shared by the whole test run) and wait until served. */
+export async function applyCrds(): Promise<void> {
+  await kubectl('apply', '-f', 'crds/');
+  await kubectl(
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    'crd/apps.apphost.dev',
+    'crd/domainassignments.apphost.dev',
+  );
+}
+
+export function testClient(kc: KubeConfig): KubeClient {
+  return createHttpKubeClient(kc, { requestTimeoutMs: 30_000, watchIdleTimeoutMs: 120_000 });
+}
+
+export interface TestOperator {
+  operator: Operator;
+  registry: Registry;
+  settings: OperatorSettings;
+  /** Writes this instance sent, leases excluded (renewing the Lease is how a leader stays leader). */
+  writes(): Promise<number>;
+}
+
+/** An operator scoped to one namespace with short timings (lease ~3 s, resync 2 s). */
+export function testOperator(
+  kc: KubeConfig,
+  namespace: string,
+  overrides: Partial<OperatorSettings> = {},
+  identity = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+): TestOperator {
+  const base = defaultOperatorSettings();
+  const settings = defaultOperatorSettings({
+    watchNamespace: namespace,
+    gatewayNamespace: namespace,
+    runtimeImage: 'example.invalid/runtime-python:test',
+    resyncPeriodMs: 2_000,
+    watchTimeoutSeconds: 30,
+    backoff: { baseDelayMs: 100, maxDelayMs: 2_000 },
+    workers: 2,
+    ...overrides,
+    leaderElection: {
+      ...base.leaderElection,
+      namespace,
+      identity,
+      leaseDurationMs: 3_000,
+      renewDeadlineMs: 2_000,
+      retryPeriodMs: 500,
+      ...overrides.leaderElection,
+    },
+  });
+  const registry = new Registry();
+  const log = createLogger({
+    name: `operator-${identity}`,
+    level: process.env.APPHOST_TEST_LOG_LEVEL ?? 'warn',
+  });
+  const operator = createOperator({ kc, log, registry, settings });
+  return {
+    operator,
+    registry,
+    settings,
+    async writes() {
+      const m = await registry.getSingleMetric('apphost_operator_kube_writes_total')?.get();
+      return (m?.values ?? [])
+        .filter((v) => v.labels.resource !== 'leases')
+        .reduce((sum, v) => sum + v.value, 0);
+    },
+  };
+}
+
+export async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = CONVERGE_MS) {
+  await waitFor(what, check, timeoutMs, 200);
+}
