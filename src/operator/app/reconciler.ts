@@ -9,7 +9,13 @@ import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { type KubeClient, type KubeObject, Resources, type ResourceType } from '../runtime/kube-client.ts';
+import {
+  isNotFound,
+  type KubeClient,
+  type KubeObject,
+  Resources,
+  type ResourceType,
+} from '../runtime/kube-client.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
