@@ -16,6 +16,7 @@ import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { createDeliveryStore, DeliveryConflictError } from '../../../src/webhooks/deliveries.ts';
 import { createWebhookDispatcher, type WebhookDispatcher } from '../../../src/webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../../../src/webhooks/settings.ts';
+import { systemResolveHost } from '../../../src/webhooks/ssrf.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import {
   gaps,
@@ -63,6 +64,10 @@ beforeAll(async () => {
       pullExpiresMs: 2_000,
     },
     deliveriesKv: nats.kv,
+    // Names under .pinned.invalid exist only here: were the connection to look the name up again
+    // (instead of using the checked address), it would fail.
+    resolveHost: async (host) =>
+      host.endsWith('.pinned.invalid') ? [{ address: '127.0.0.1', family: 4 }] : systemResolveHost(host),
   });
   await dispatcher.start();
 });
@@ -228,6 +233,16 @@ describe('bounds and sharing', () => {
     } finally {
       await other.stop(10_000);
     }
+  });
+
+  it('connects to the checked address, never a second DNS answer; Host stays the name', async () => {
+    const r = await receiver(() => ({ status: 200 }));
+    const job = makeJob({ endpoint: `http://hook.pinned.invalid:${r.port}/hook` });
+    await publish(nats.js, job);
+    const rec = await waitForFinal(nats, job.requestId);
+    expect(rec.attempts.map((a) => a.outcome)).toEqual(['success']);
+    expect(rec.endpointHost).toBe('hook.pinned.invalid');
+    expect(r.received[0]?.headers.host).toBe(`hook.pinned.invalid:${r.port}`);
   });
 
   it('a malformed job is dropped without stopping the dispatcher', async () => {
