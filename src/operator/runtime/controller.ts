@@ -4,6 +4,7 @@
  * new leader starts by enqueueing everything it has cached.
  */
 import type { Logger } from '../../shared/log.ts';
+import { isConflict } from './kube-client.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { type BackoffSettings, createWorkQueue, type WorkQueue } from './workqueue.ts';
 
@@ -55,7 +56,9 @@ export function createController(opts: {
         }
       } catch (err) {
         metrics.reconciles.inc({ controller: name, result: 'error' });
-        log.warn({ key, err: String(err), failures: q.failures(key) + 1 }, 'reconcile failed: backing off');
+        // A write conflict only means our cache was a step behind; the retry sees the fresh object.
+        const level = isConflict(err) ? 'debug' : 'warn';
+        log[level]({ key, err: String(err), failures: q.failures(key) + 1 }, 'reconcile failed: backing off');
         q.addRateLimited(key);
       } finally {
         end();

@@ -20,9 +20,27 @@ export async function kubectl(...args: string[]): Promise<{ stdout: string; stde
   return exec(binaryPath('kubectl'), ['--kubeconfig', inject('kubeconfigPath'), ...args]);
 }
 
-/** `kubectl apply -f crds/` (idempotent; the CRDs are shared by the whole test run) and wait until served. */
+/**
+ * `kubectl apply -f crds/` and wait until served. The CRDs are shared by the whole test run and test
+ * files apply them concurrently, so server-side apply (a single PATCH, no read-then-create race).
+ */
 export async function applyCrds(): Promise<void> {
-  await kubectl('apply', '-f', 'crds/');
+  await waitFor(
+    'kubectl apply -f crds/',
+    async () => {
+      await kubectl(
+        'apply',
+        '--server-side',
+        '--force-conflicts',
+        '--field-manager=apphost-tests',
+        '-f',
+        'crds/',
+      );
+      return true;
+    },
+    30_000,
+    500,
+  );
   await kubectl(
     'wait',
     '--for=condition=Established',
