@@ -1,0 +1,103 @@
+/**
+ * Bootstrap commands for an operator with a kubeconfig (no service-account token exists yet):
+ *   apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]
+ *   apphost rotate-run-token-keys [--namespace apphost-system] [--kubeconfig FILE]
+ */
+import { parseArgs } from 'node:util';
+import { UsageError } from '../cli/commands.ts';
+import { ApiError } from '../shared/errors.ts';
+import { loadKubeConfig } from './main.ts';
+import { createServiceAccount } from './service-accounts.ts';
+import { createKubeStore } from './store/kube.ts';
+import { expiry, projectId as projectIdSchema, serviceAccountName, toDate } from './validation.ts';
+
+const DEFAULT_KEYS_NAMESPACE = 'apphost-system';
+
+type Out = (line: string) => void;
+const stdout: Out = (line) => process.stdout.write(`${line}\n`);
+const stderr: Out = (line) => process.stderr.write(`${line}\n`);
+
+function check<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+  v: unknown,
+  flag: string,
+  hint: string,
+): T {
+  const r = schema.safeParse(v);
+  if (!r.success) throw new UsageError(`--${flag}: ${hint}`);
+  return r.data;
+}
+
+/** Prints `{"project_id","name","expires_at","token"}` on stdout; returns the exit code. */
+export async function runCreateServiceAccountCommand(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  io: { out: Out; err: Out } = { out: stdout, err: stderr },
+): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      project: { type: 'string' },
+      name: { type: 'string' },
+      expires: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    io.out(
+      'usage: apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]',
+    );
+    return 0;
+  }
+  const project = check(projectIdSchema, values.project, 'project', 'required, a project id (DNS label)');
+  const name = check(
+    serviceAccountName,
+    values.name,
+    'name',
+    'required, a DNS label of at most 52 characters',
+  );
+  const expires = check(
+    expiry,
+    values.expires,
+    'expires',
+    'required, a date (2027-01-01) or RFC 3339 date-time',
+  );
+  const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);
+  const store = createKubeStore(kc, {
+    keysNamespace: env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
+  });
+  try {
+    const { account, token } = await createServiceAccount(store, project, name, toDate(expires));
+    io.out(JSON.stringify({ project_id: project, name: account.name, expires_at: account.expiresAt, token }));
+    io.err(`service account ${name} created in project ${project}; the token above is shown only once`);
+    return 0;
+  } catch (err) {
+    if (err instanceof ApiError) {
+      io.err(`apphost create-service-account: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+/** Puts a fresh signing key in front of the run-token key set; earlier tokens stay valid until they expire. */
+export async function runRotateRunTokenKeysCommand(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  io: { out: Out; err: Out } = { out: stdout, err: stderr },
+): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { namespace: { type: 'string' }, kubeconfig: { type: 'string' } },
+    strict: true,
+  });
+  const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);
+  const store = createKubeStore(kc, {
+    keysNamespace: values.namespace ?? env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
+  });
+  const set = await store.rotateRunTokenKeys();
+  io.out(JSON.stringify({ kids: set.keys.map((k) => k.kid) }));
+  return 0;
+}

@@ -1,0 +1,131 @@
+/**
+ * `apphost management`: the management API ({base_url}) in a cluster. Kubernetes store (KUBECONFIG
+ * or in-cluster), run records and webhook deliveries from NATS KV, ops endpoints on their own port.
+ */
+import { createServer } from 'node:http';
+import { KubeConfig } from '@kubernetes/client-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { z } from 'zod';
+import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
+import { createLogger } from '../shared/log.ts';
+import { startOpsServer } from '../shared/ops.ts';
+import { onShutdownSignal } from '../shared/shutdown.ts';
+import { createDeliveryStore } from '../webhooks/deliveries.ts';
+import { openDeliveriesBucket } from '../webhooks/stream.ts';
+import { createManagementApi } from './app.ts';
+import { DEFAULT_SETTINGS } from './context.ts';
+import { withDeadline } from './deadline.ts';
+import { createKubeStore } from './store/kube.ts';
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+
+/** Every setting, its env name and default (documented in docs/management.md). */
+export const ManagementEnv = z.object({
+  APPHOST_MANAGEMENT_PORT: int(8081),
+  APPHOST_MANAGEMENT_HOST: z.string().default('0.0.0.0'),
+  APPHOST_OPS_PORT: int(9090),
+  APPHOST_LOG_LEVEL: z.string().default('info'),
+  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  KUBECONFIG: z.string().optional(),
+  APPHOST_RUN_TOKEN_KEYS_NAMESPACE: z.string().min(1).default('apphost-system'),
+  APPHOST_MANAGEMENT_MAX_BODY_BYTES: int(DEFAULT_SETTINGS.maxBodyBytes, 1),
+  APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS: int(DEFAULT_SETTINGS.authCacheSeconds),
+  APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS: int(DEFAULT_SETTINGS.lastUsedIntervalSeconds),
+  APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS: int(DEFAULT_SETTINGS.maxRunTokenDays, 1),
+  APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS: int(10, 1),
+  APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS: int(10, 1),
+  APPHOST_MANAGEMENT_SHUTDOWN_SECONDS: int(15, 1),
+});
+export type ManagementEnv = z.infer<typeof ManagementEnv>;
+
+export function loadKubeConfig(kubeconfig: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (kubeconfig) kc.loadFromFile(kubeconfig);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export async function main(env: NodeJS.ProcessEnv): Promise<void> {
+  const cfg = ManagementEnv.parse(env);
+  const log = createLogger({ name: 'management', level: cfg.APPHOST_LOG_LEVEL });
+  const registry = new Registry();
+  const backendMs = cfg.APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS * 1000;
+
+  const kc = loadKubeConfig(cfg.KUBECONFIG);
+  const store = withDeadline(
+    createKubeStore(kc, { keysNamespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE }),
+    backendMs,
+    'the Kubernetes API',
+  );
+
+  const nc = await connect({
+    servers: cfg.NATS_URL,
+    name: 'apphost-management',
+    timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000,
+    maxReconnectAttempts: -1,
+  });
+  const jsm = await jetstreamManager(nc);
+  const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
+  const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
+  const deliveries = withDeadline(
+    createDeliveryStore(await openDeliveriesBucket(jsm)),
+    backendMs,
+    'the delivery store',
+  );
+
+  const app = createManagementApi({
+    store,
+    runs,
+    deliveries,
+    log,
+    registry,
+    settings: {
+      maxBodyBytes: cfg.APPHOST_MANAGEMENT_MAX_BODY_BYTES,
+      authCacheSeconds: cfg.APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS,
+      lastUsedIntervalSeconds: cfg.APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS,
+      maxRunTokenDays: cfg.APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS,
+    },
+  });
+  // Make sure the run-token key Secret exists (first start generates it) before serving.
+  await store.getRunTokenKeys();
+
+  const server = createServer(app.callback());
+  server.requestTimeout = backendMs * 3;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(cfg.APPHOST_MANAGEMENT_PORT, cfg.APPHOST_MANAGEMENT_HOST, () => resolve());
+  });
+  const ops = await startOpsServer({
+    port: cfg.APPHOST_OPS_PORT,
+    registry,
+    checks: [
+      { name: 'nats', check: () => !nc.isClosed() },
+      {
+        name: 'kubernetes',
+        check: () =>
+          store.projectExists('readyz-probe').then(
+            () => true,
+            () => false,
+          ),
+      },
+    ],
+  });
+  log.info({ port: cfg.APPHOST_MANAGEMENT_PORT, opsPort: ops.port() }, 'management API listening');
+
+  onShutdownSignal(log, cfg.APPHOST_MANAGEMENT_SHUTDOWN_SECONDS * 1000, [
+    { name: 'drain', run: async () => ops.drain() },
+    {
+      name: 'http',
+      run: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        }),
+    },
+    { name: 'nats', run: () => nc.drain() },
+    { name: 'ops', run: () => ops.close() },
+  ]);
+}
