@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import type { App } from '../../apis/v1alpha1/types.ts';
+import { silentLogger } from '../../shared/log.ts';
+import type { KubeObject } from '../runtime/kube-client.ts';
+import { Resources } from '../runtime/kube-client.ts';
+import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
+import { createAppReconciler } from './reconciler.ts';
+import { makeDeployment } from './resources/deployment.ts';
+import { appUrl } from './resources/labels.ts';
+import { makeService } from './resources/service.ts';
+import { computeAppStatus } from './status.ts';
+
+const settings = { runtimeImage: 'runtime:1', terminationGraceMarginSeconds: 10 };
+const NOW = Date.parse('2026-01-01T00:00:00Z');
+const clock = { now: () => NOW, sleep: async () => {} };
+
+function app(opts: { deleting?: boolean; image?: string } = {}): App {
+  return {
+    apiVersion: 'apphost.dev/v1alpha1',
+    kind: 'App',
+    metadata: {
+      name: 'hello',
+      namespace: 'p1',
+      uid: 'uid-1',
+      generation: 3,
+      resourceVersion: '10',
+      ...(opts.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+    },
+    spec: { runtime: 'cortex', image: opts.image ?? 'hello:1' },
+  };
+}
+
+const readyDeployment = (a: App): KubeObject => {
+  const d = makeDeployment(a, settings);
+  return {
+    ...d,
+    metadata: { ...d.metadata, generation: 1 },
+    status: {
+      observedGeneration: 1,
+      replicas: 1,
+      updatedReplicas: 1,
+      readyReplicas: 1,
+      availableReplicas: 1,
+    },
+  };
+};
+
+interface Row {
+  name: string;
+  app: App | undefined;
+  deployment?: KubeObject;
+  service?: KubeObject;
+  fail?: [verb: string, resource: string];
+  wantWrites: string[];
+  wantEvents?: string[];
+  wantReady?: { status: string; reason: string };
+  wantErr?: RegExp;
+}
+
+const steady = (() => {
+  const a = app();
+  const dep = readyDeployment(a);
+  a.status = computeAppStatus(a, { deployment: dep, url: appUrl(a), now: '2025-12-31T00:00:00Z' });
+  return a;
+})();
+
+const table: Row[] = [
+  {
+    name: 'first reconcile creates the Deployment and Service and reports status',
+    app: app(),
+    wantWrites: ['apply deployments hello', 'apply services hello', 'patch-status apps hello'],
+    wantEvents: ['Normal Applied created Deployment hello', 'Normal Applied created Service hello'],
+    wantReady: { status: 'False', reason: 'RolloutInProgress' },
+  },
+  {
+    name: 'a steady App makes no writes',
+    app: steady,
+    deployment: readyDeployment(steady),
+    service: makeService(steady),
+    wantWrites: [],
+    wantEvents: [],
+  },
+  {
+    name: 'drift in the Deployment is re-applied; the Service is left alone',
+    app: steady,
+    deployment: (() => {
+      const d = readyDeployment(steady);
+      d.spec.template.spec.containers[0].image = 'someone-else:2';
+      return d;
+    })(),
+    service: makeService(steady),
+    wantWrites: ['apply deployments hello'],
+    wantEvents: ['Normal Applied updated Deployment hello'],
+  },
+  {
+    name: 'a changed spec is applied and status follows the new generation',
+    app: {
+      ...steady,
+      metadata: { ...steady.metadata, generation: 4 },
+      spec: { ...steady.spec, image: 'hello:2' },
+    },
+    deployment: readyDeployment(steady),
+    service: makeService(steady),
+    wantWrites: ['apply deployments hello', 'patch-status apps hello'],
+  },
+  {
+    name: 'a Deployment of the same name that is not ours is left alone and reported',
+    app: app(),
+    deployment: {
+      ...readyDeployment(app()),
+      metadata: { name: 'hello', namespace: 'p1', ownerReferences: [] },
+    },
+    wantWrites: ['patch-status apps hello'],
+    wantEvents: [
+      expect.stringMatching(
+        /^Warning NameConflict a Deployment named "hello" already exists/,
+      ) as unknown as string,
+    ],
+    wantReady: { status: 'False', reason: 'NameConflict' },
+    wantErr: /not managed by this App/,
+  },
+  {
+    name: 'an apply failure is reported and retried',
+    app: app(),
+    fail: ['apply', 'deployments'],
+    wantWrites: ['patch-status apps hello'],
+    wantEvents: [expect.stringMatching(/^Warning ApplyFailed/) as unknown as string],
+    wantReady: { status: 'False', reason: 'ReconcileFailed' },
+    wantErr: /injected failure/,
+  },
+  { name: 'a missing App is nothing to do', app: undefined, wantWrites: [] },
+  {
+    name: 'an App being deleted is left to the garbage collector',
+    app: app({ deleting: true }),
+    wantWrites: [],
+  },
+];
+
+describe('App reconciler', () => {
+  it.each(table)('$name', async (row) => {
+    const client = createFakeKubeClient();
+    const events = createFakeEventRecorder();
+    if (row.app) client.seed(Resources.App, row.app as unknown as KubeObject);
+    if (row.deployment) client.seed(Resources.Deployment, row.deployment);
+    if (row.service) client.seed(Resources.Service, row.service);
+    if (row.fail) client.failOn(...row.fail);
+    const reconcile = createAppReconciler({
+      apps: { get: () => row.app },
+      deployments: { get: () => row.deployment },
+      services: { get: () => row.service },
+      client,
+      events,
+      settings,
+      clock,
+      log: silentLogger(),
+    });
+    const run = reconcile('p1/hello');
+    if (row.wantErr) await expect(run).rejects.toThrow(row.wantErr);
+    else await run;
+    expect(client.writes.map((w) => `${w.verb} ${w.resource} ${w.name}`)).toEqual(row.wantWrites);
+    if (row.wantEvents) {
+      expect(events.events.map((e) => `${e.type} ${e.reason} ${e.message}`)).toEqual(row.wantEvents);
+    }
+    if (row.wantReady) {
+      const status = client.writes.find((w) => w.verb === 'patch-status')?.body as {
+        status: { conditions: Array<{ type: string; status: string; reason: string }> };
+      };
+      expect(status.status.conditions.find((c) => c.type === 'Ready')).toMatchObject(row.wantReady);
+    }
+  });
+
+  it('keeps lastTransitionTime when Ready does not flip', () => {
+    const a = app();
+    const first = computeAppStatus(a, { deployment: undefined, url: 'u', now: 't1' });
+    const again = computeAppStatus({ ...a, status: first }, { deployment: undefined, url: 'u', now: 't2' });
+    expect(again.conditions?.[0]?.lastTransitionTime).toBe('t1');
+    const flipped = computeAppStatus(
+      { ...a, status: first },
+      { deployment: readyDeployment(a), url: 'u', now: 't3' },
+    );
+    expect(flipped.conditions?.[0]).toMatchObject({ status: 'True', lastTransitionTime: 't3' });
+  });
+});

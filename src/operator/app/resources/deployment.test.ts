@@ -1,0 +1,132 @@
+import { describe, expect, it } from 'vitest';
+import type { App } from '../../../apis/v1alpha1/types.ts';
+import { APPLIED_HASH_ANNOTATION } from '../../runtime/desired-state.ts';
+import { makeDeployment } from './deployment.ts';
+import { makeService } from './service.ts';
+
+const settings = { runtimeImage: 'ghcr.io/apphost/runtime-python:0.1.0', terminationGraceMarginSeconds: 10 };
+const app = (spec: App['spec']): App => ({
+  apiVersion: 'apphost.dev/v1alpha1',
+  kind: 'App',
+  metadata: { name: 'hello', namespace: 'p1', uid: 'u1' },
+  spec,
+});
+const container = (a: App) => makeDeployment(a, settings).spec.template.spec.containers[0];
+
+describe('makeDeployment', () => {
+  it('cortex with a ConfigMap: runtime image, runtime command, code at /app, runtime probes', () => {
+    const d = makeDeployment(
+      app({ runtime: 'cortex', code: { configMapRef: { name: 'code-1' } } }),
+      settings,
+    );
+    const c = d.spec.template.spec.containers[0];
+    expect(c.image).toBe(settings.runtimeImage);
+    expect(c.command).toEqual([
+      'python',
+      '-m',
+      'apphost_runtime',
+      '--app-dir',
+      '/app',
+      '--port',
+      '8080',
+      '--grace-seconds',
+      '900',
+    ]);
+    expect(c.volumeMounts).toEqual([{ name: 'code', mountPath: '/app', readOnly: true }]);
+    expect(d.spec.template.spec.volumes).toEqual([{ name: 'code', configMap: { name: 'code-1' } }]);
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
+    expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(910);
+    expect(d.spec.replicas).toBe(1);
+  });
+
+  it('cortex with code baked into the image: no volume', () => {
+    const d = makeDeployment(app({ runtime: 'cortex', image: 'me/app:3' }), settings);
+    expect(d.spec.template.spec.containers[0].image).toBe('me/app:3');
+    expect(d.spec.template.spec.volumes).toBeUndefined();
+    expect(d.spec.template.spec.containers[0].volumeMounts).toBeUndefined();
+  });
+
+  it('custom: entrypoint, port and probe paths from the spec', () => {
+    const c = container(
+      app({ runtime: 'custom', image: 'me/srv:1', port: 9000, entrypoint: ['/srv'], healthcheckPath: '/hz' }),
+    );
+    expect(c.command).toEqual(['/srv']);
+    expect(c.ports).toEqual([{ name: 'http', containerPort: 9000, protocol: 'TCP' }]);
+    expect(c.livenessProbe.httpGet.path).toBe('/hz');
+    expect(c.readinessProbe.httpGet.path).toBe('/hz');
+  });
+
+  it('custom without entrypoint keeps the image entrypoint', () => {
+    expect(container(app({ runtime: 'custom', image: 'me/srv:1', port: 80 })).command).toBeUndefined();
+  });
+
+  it('grace period, replicas, resources, env and secrets', () => {
+    const d = makeDeployment(
+      app({
+        runtime: 'cortex',
+        image: 'x:1',
+        responseGracePeriodSeconds: 43_200,
+        scaling: { minReplicas: 3, maxReplicas: 5 },
+        resources: { cpu: '2', memory: '1Gi', gpu: 2 },
+        env: [
+          { name: 'A', value: '1' },
+          { name: 'B', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } },
+        ],
+        envFromSecrets: ['all'],
+      }),
+      settings,
+    );
+    const c = d.spec.template.spec.containers[0];
+    expect(d.spec.replicas).toBe(3);
+    expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(43_210);
+    expect(c.command).toContain('43200');
+    expect(c.resources).toEqual({
+      requests: { cpu: '2', memory: '1Gi' },
+      limits: { memory: '1Gi', 'nvidia.com/gpu': '2' },
+    });
+    expect(c.env).toEqual([
+      { name: 'APPHOST_APP_NAME', value: 'hello' },
+      { name: 'A', value: '1' },
+      { name: 'B', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } },
+    ]);
+    expect(c.envFrom).toEqual([{ secretRef: { name: 'all' } }]);
+  });
+
+  it('labels, selector and owner reference', () => {
+    const d = makeDeployment(app({ runtime: 'cortex', image: 'x:1' }), settings);
+    expect(d.spec.selector).toEqual({ matchLabels: { 'apphost.dev/app': 'hello' } });
+    expect(d.spec.template.metadata.labels).toMatchObject({
+      'apphost.dev/app': 'hello',
+      'app.kubernetes.io/name': 'hello',
+    });
+    expect(d.metadata.ownerReferences).toEqual([
+      {
+        apiVersion: 'apphost.dev/v1alpha1',
+        kind: 'App',
+        name: 'hello',
+        uid: 'u1',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+  });
+
+  it('the intent hash changes with the spec and only with it', () => {
+    const h = (a: App) => makeDeployment(a, settings).metadata.annotations?.[APPLIED_HASH_ANNOTATION];
+    const a = app({ runtime: 'cortex', image: 'x:1' });
+    expect(h(a)).toBe(h(app({ runtime: 'cortex', image: 'x:1' })));
+    expect(h(a)).not.toBe(h(app({ runtime: 'cortex', image: 'x:2' })));
+  });
+});
+
+describe('makeService', () => {
+  it('port 80 named http → the container port', () => {
+    expect(makeService(app({ runtime: 'cortex', image: 'x:1' })).spec.ports).toEqual([
+      { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
+    ]);
+    expect(makeService(app({ runtime: 'custom', image: 'x:1', port: 3000 })).spec.ports[0].targetPort).toBe(
+      3000,
+    );
+  });
+});

@@ -1,0 +1,185 @@
+import { describe, expect, it } from 'vitest';
+import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
+import { silentLogger } from '../../shared/log.ts';
+import { type KubeObject, Resources } from '../runtime/kube-client.ts';
+import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
+import { createDomainReconciler } from './reconciler.ts';
+import { FINALIZER, ingressName, makeIngress } from './resources/ingress.ts';
+
+const settings = {
+  gatewayNamespace: 'gw',
+  gatewayService: 'gateway',
+  gatewayPort: 80,
+  ingressClass: undefined,
+};
+const clock = { now: () => Date.parse('2026-01-01T00:00:00Z'), sleep: async () => {} };
+
+function da(
+  spec: Partial<DomainAssignment['spec']>,
+  meta: Partial<DomainAssignment['metadata']> = {},
+): DomainAssignment {
+  return {
+    apiVersion: 'apphost.dev/v1alpha1',
+    kind: 'DomainAssignment',
+    metadata: {
+      name: 'dom-1',
+      namespace: 'p1',
+      uid: 'd1',
+      generation: 1,
+      resourceVersion: '5',
+      finalizers: [FINALIZER],
+      creationTimestamp: '2026-01-01T00:00:00Z',
+      ...meta,
+    },
+    spec: { hostname: 'api.example.com', ...spec },
+  };
+}
+const app = (name: string): App => ({
+  apiVersion: 'apphost.dev/v1alpha1',
+  kind: 'App',
+  metadata: { name, namespace: 'p1' },
+  spec: { runtime: 'cortex', image: 'x' },
+});
+
+interface Row {
+  name: string;
+  domain: DomainAssignment;
+  others?: DomainAssignment[];
+  apps?: string[];
+  ingress?: KubeObject;
+  wantWrites: string[];
+  wantReason?: string;
+}
+
+const table: Row[] = [
+  {
+    name: 'adds the cleanup finalizer first, and nothing else',
+    domain: da({ appName: 'alpha' }, { finalizers: [] }),
+    apps: ['alpha'],
+    wantWrites: ['patch domainassignments dom-1'],
+  },
+  {
+    name: 'an assigned domain gets its Ingress and Ready=Routed',
+    domain: da({ appName: 'alpha' }),
+    apps: ['alpha'],
+    wantWrites: ['apply ingresses domain-p1-dom-1', 'patch-status domainassignments dom-1'],
+    wantReason: 'Routed',
+  },
+  {
+    name: 'an Ingress already in place is not written again',
+    domain: da({ appName: 'alpha' }),
+    apps: ['alpha'],
+    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    wantWrites: ['patch-status domainassignments dom-1'],
+    wantReason: 'Routed',
+  },
+  {
+    name: 'unassigning deletes the Ingress',
+    domain: da({ appName: '' }),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    wantWrites: ['delete ingresses domain-p1-dom-1', 'patch-status domainassignments dom-1'],
+    wantReason: 'Unassigned',
+  },
+  {
+    name: 'an app that does not exist: no Ingress, Ready=False AppNotFound',
+    domain: da({ appName: 'ghost' }),
+    wantWrites: ['patch-status domainassignments dom-1'],
+    wantReason: 'AppNotFound',
+  },
+  {
+    name: 'a hostname claimed by an older domain is a conflict',
+    domain: da({ appName: 'alpha' }, { creationTimestamp: '2026-01-02T00:00:00Z' }),
+    others: [da({ appName: 'alpha' }, { name: 'dom-0', creationTimestamp: '2026-01-01T00:00:00Z' })],
+    apps: ['alpha'],
+    wantWrites: ['patch-status domainassignments dom-1'],
+    wantReason: 'HostnameConflict',
+  },
+  {
+    name: 'deletion removes the Ingress, then the finalizer',
+    domain: da({ appName: 'alpha' }, { deletionTimestamp: '2026-01-03T00:00:00Z' }),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    wantWrites: ['delete ingresses domain-p1-dom-1', 'patch domainassignments dom-1'],
+  },
+];
+
+describe('DomainAssignment reconciler', () => {
+  it.each(table)('$name', async (row) => {
+    const client = createFakeKubeClient();
+    const domains = [row.domain, ...(row.others ?? [])];
+    for (const d of domains) client.seed(Resources.DomainAssignment, d as unknown as KubeObject);
+    if (row.ingress) client.seed(Resources.Ingress, row.ingress);
+    const reconcile = createDomainReconciler({
+      domains: {
+        get: (_ns, name) => domains.find((d) => d.metadata.name === name),
+        list: () => domains,
+      },
+      apps: { get: (_ns, name) => (row.apps?.includes(name) ? app(name) : undefined) },
+      ingresses: { get: (_ns, name) => (row.ingress?.metadata.name === name ? row.ingress : undefined) },
+      client,
+      events: createFakeEventRecorder(),
+      settings,
+      clock,
+      log: silentLogger(),
+    });
+    await reconcile('p1/dom-1');
+    expect(client.writes.map((w) => `${w.verb} ${w.resource} ${w.name}`)).toEqual(row.wantWrites);
+    if (row.wantReason) {
+      const st = client.stored(Resources.DomainAssignment, { namespace: 'p1', name: 'dom-1' })?.status;
+      expect(st.conditions[0].reason).toBe(row.wantReason);
+    }
+  });
+
+  it('the finalizer patch removes only ours and is a compare-and-swap', async () => {
+    const client = createFakeKubeClient();
+    const d = da({ appName: '' }, { deletionTimestamp: 'x', finalizers: ['other', FINALIZER] });
+    client.seed(Resources.DomainAssignment, d as unknown as KubeObject);
+    await createDomainReconciler({
+      domains: { get: () => d, list: () => [d] },
+      apps: { get: () => undefined },
+      ingresses: { get: () => undefined },
+      client,
+      events: createFakeEventRecorder(),
+      settings,
+      clock,
+      log: silentLogger(),
+    })('p1/dom-1');
+    expect(client.writes.at(-1)?.body).toEqual({ metadata: { finalizers: ['other'], resourceVersion: '5' } });
+  });
+});
+
+describe('makeIngress', () => {
+  it('routes the hostname to the gateway, with TLS and class when set', () => {
+    const ing = makeIngress(da({ appName: 'alpha', tlsSecretName: 'tls-1' }), {
+      ...settings,
+      ingressClass: 'nginx',
+    });
+    expect(ing.metadata.namespace).toBe('gw');
+    expect(ing.spec).toEqual({
+      ingressClassName: 'nginx',
+      tls: [{ hosts: ['api.example.com'], secretName: 'tls-1' }],
+      rules: [
+        {
+          host: 'api.example.com',
+          http: {
+            paths: [
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { service: { name: 'gateway', port: { number: 80 } } },
+              },
+            ],
+          },
+        },
+      ],
+    });
+  });
+
+  it('names stay valid and unique when long', () => {
+    const long = { metadata: { namespace: 'n'.repeat(63), name: 'd'.repeat(253) } };
+    const name = ingressName(long);
+    expect(name.length).toBeLessThanOrEqual(253);
+    expect(name).not.toBe(
+      ingressName({ metadata: { namespace: 'n'.repeat(63), name: `${'d'.repeat(252)}e` } }),
+    );
+  });
+});
