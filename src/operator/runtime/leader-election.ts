@@ -110,10 +110,23 @@ export function createLeaderElector(opts: {
       };
     });
 
+  /** One attempt, bounded by the renew deadline: a hung request must not keep a stale leader writing. */
+  const attempt = async (): Promise<boolean> => {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('lease request timed out')), s.renewDeadlineMs);
+    });
+    try {
+      return await Promise.race([tryAcquireOrRenew(), bound]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
   const run = async () => {
     while (!stopping) {
       try {
-        if (await tryAcquireOrRenew()) {
+        if (await attempt()) {
           lastRenew = clock.now();
           await setLeader(true);
         } else {

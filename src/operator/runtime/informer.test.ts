@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../shared/log.ts';
+import { createInformer } from './informer.ts';
+import { KubeApiError, type KubeClient, type KubeObject, type WatchEvent } from './kube-client.ts';
+import { waitUntil } from './testing/wait.ts';
+
+const type = { apiVersion: 'v1', kind: 'Thing', plural: 'things', namespaced: true };
+const obj = (name: string, rv: string): KubeObject => ({
+  metadata: { name, namespace: 'n', resourceVersion: rv },
+});
+
+/** A client whose list answers and watch behaviours are scripted, one per call. */
+function scripted(
+  lists: KubeObject[][],
+  watches: Array<(emit: (ev: WatchEvent) => void, signal: AbortSignal) => Promise<void>>,
+) {
+  const calls: string[] = [];
+  let l = 0;
+  let w = 0;
+  const client = {
+    async list() {
+      calls.push('list');
+      const items = lists[Math.min(l, lists.length - 1)] ?? [];
+      l++;
+      return { items, resourceVersion: String(100 + l) };
+    },
+    async watch(
+      _t: unknown,
+      o: { resourceVersion: string; signal: AbortSignal; onEvent: (ev: WatchEvent) => void },
+    ) {
+      calls.push(`watch@${o.resourceVersion}`);
+      const step = watches[w++];
+      if (!step) return new Promise<void>((resolve) => o.signal.addEventListener('abort', () => resolve()));
+      return step(o.onEvent, o.signal);
+    },
+  } as unknown as KubeClient;
+  return { client, calls };
+}
+
+describe('informer', () => {
+  it('lists, watches, reconnects after errors, relists on 410 and notices deletions', async () => {
+    const seen: string[] = [];
+    const { client, calls } = scripted(
+      [[obj('a', '1'), obj('b', '1')], [obj('a', '1')]],
+      [
+        async (emit) => {
+          emit({ type: 'MODIFIED', object: obj('a', '2') });
+          emit({ type: 'BOOKMARK', object: obj('', '7') });
+        }, // server closed the watch: reopen from the last version
+        async () => {
+          throw new Error('connection reset');
+        }, // error: back off, relist
+        async () => {
+          throw new KubeApiError(410, 'Expired', 'too old');
+        },
+      ],
+    );
+    const inf = createInformer({
+      client,
+      type,
+      settings: {
+        resyncPeriodMs: 60_000,
+        watchTimeoutSeconds: 30,
+        backoff: { baseDelayMs: 10, maxDelayMs: 20 },
+      },
+      log: silentLogger(),
+      handlers: {
+        onAdd: (o) => seen.push(`add ${o.metadata.name}`),
+        onUpdate: (o) => seen.push(`update ${o.metadata.name}@${o.metadata.resourceVersion}`),
+        onDelete: (o) => seen.push(`delete ${o.metadata.name}`),
+      },
+    });
+    inf.start();
+    await inf.waitForSync();
+    await waitUntil(() => calls.filter((c) => c === 'list').length >= 3, 10_000);
+    await inf.stop();
+    expect(calls.slice(0, 4)).toEqual(['list', 'watch@101', 'watch@7', 'list']);
+    expect(seen).toEqual(['add a', 'add b', 'update a@2', 'update a@1', 'delete b']);
+    expect(inf.get('n', 'a')?.metadata.resourceVersion).toBe('1');
+    expect(inf.get('n', 'b')).toBeUndefined();
+  });
+
+  it('hands every cached object to onResync periodically', async () => {
+    const resynced: string[] = [];
+    const { client } = scripted([[obj('a', '1')]], []);
+    const inf = createInformer({
+      client,
+      type,
+      settings: { resyncPeriodMs: 30, watchTimeoutSeconds: 30, backoff: { baseDelayMs: 10, maxDelayMs: 20 } },
+      log: silentLogger(),
+      handlers: { onResync: (o) => resynced.push(o.metadata.name) },
+    });
+    inf.start();
+    await waitUntil(() => resynced.length >= 2, 10_000);
+    await inf.stop();
+    expect(new Set(resynced)).toEqual(new Set(['a']));
+  });
+});
