@@ -621,6 +621,28 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
         expect(await snapshot(env)).toEqual(before);
         await env.store.deleteDomain(env.projectId, 'keep');
       });
+
+      it('stops reading a chunked body (no Content-Length) at the limit with 413', async () => {
+        const env = getEnv();
+        const before = await snapshot(env);
+        const chunk = new TextEncoder().encode(`{"hostname":"${'x'.repeat(16 * 1024)}`);
+        let sent = 0;
+        const body = new ReadableStream<Uint8Array>({
+          pull(c) {
+            if (sent++ < 64) c.enqueue(chunk);
+            else c.close();
+          },
+        });
+        const res = await fetch(`${env.api.url}${p()}/domains`, {
+          method: 'POST',
+          body,
+          duplex: 'half',
+          headers: { authorization: `Bearer ${env.token}`, 'content-type': 'application/json' },
+        } as RequestInit);
+        expect(res.status).toBe(413);
+        expect(((await res.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
+        expect(await snapshot(env)).toEqual(before);
+      });
     });
   });
 }
