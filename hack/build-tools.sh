@@ -18,7 +18,15 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-stamp_of() { cat "$here/tools/$1/go.mod" "$here/tools/$1/go.sum" | sha256sum | cut -c1-16; }
+# The required version of module $2 in tools/$1/go.mod (inside or outside a require block).
+module_version() {
+  local v
+  v=$(awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == m) {print $3}' "$here/tools/$1/go.mod" | head -n1)
+  [ -n "$v" ] || { echo "build-tools: no version of $2 in tools/$1/go.mod" >&2; exit 1; }
+  echo "$v"
+}
+
+stamp_of() { cat "$here/tools/$1/go.mod" "$here/tools/$1/go.sum" "$0" | sha256sum | cut -c1-16; }
 
 build() {
   local name=$1; shift
@@ -36,7 +44,7 @@ build() {
 
 k8s() {
   local v
-  v=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/k8s/go.mod")
+  v=$(module_version k8s k8s.io/kubernetes)
   local major=${v#v}; major=${major%%.*}
   local minor=${v#v*.}; minor=${minor%%.*}
   local ld=""
@@ -50,7 +58,7 @@ etcd() { build etcd -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3; }
 nats() { build nats -ldflags "-s -w" -o "$bin/nats-server" github.com/nats-io/nats-server/v2; }
 helm() {
   local v
-  v=$(awk '$1=="require" && $2=="helm.sh/helm/v3" {print $3}' "$here/tools/helm/go.mod")
+  v=$(module_version helm helm.sh/helm/v3)
   build helm -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$v" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
 }
 
