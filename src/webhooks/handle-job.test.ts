@@ -1,0 +1,193 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import type { Clock } from '../shared/clock.ts';
+import type { WebhookDeliveryRecord, WebhookJob } from '../shared/contracts/messaging.ts';
+import { silentLogger } from '../shared/log.ts';
+import { createSecretBox } from '../shared/secretbox.ts';
+import { DeliveryConflictError, type DeliveryStore } from './deliveries.ts';
+import { createJobHandler, INTERRUPTED_ATTEMPT, type JobMessage, MAX_DELIVERIES } from './handle-job.ts';
+import type { AttemptResult } from './http-transport.ts';
+import { createWebhookMetrics } from './metrics.ts';
+
+const box = createSecretBox('unit-test-platform-key');
+
+function memoryStore(seed?: WebhookDeliveryRecord, failWith?: Error): DeliveryStore & { saves: number } {
+  let current: { record: WebhookDeliveryRecord; revision: number } | undefined = seed
+    ? { record: structuredClone(seed), revision: 1 }
+    : undefined;
+  return {
+    saves: 0,
+    async load() {
+      return current ? structuredClone(current) : undefined;
+    },
+    async get() {
+      return current ? structuredClone(current.record) : undefined;
+    },
+    async save(record, revision) {
+      if (failWith) throw failWith;
+      if ((current?.revision ?? 0) !== revision) throw new DeliveryConflictError(record.requestId);
+      this.saves++;
+      current = { record: structuredClone(record), revision: revision + 1 };
+      return revision + 1;
+    },
+  };
+}
+
+function message(data: unknown, deliveryCount = 1) {
+  const calls: string[] = [];
+  const msg: JobMessage = {
+    data: Buffer.from(typeof data === 'string' ? data : JSON.stringify(data)),
+    seq: 1,
+    subject: 'apphost.webhooks.p.a',
+    info: { deliveryCount },
+    ack: () => calls.push('ack'),
+    nak: (ms) => calls.push(`nak:${ms}`),
+    term: () => calls.push('term'),
+    working: () => {},
+  };
+  return { msg, calls };
+}
+
+const job = (over: Partial<WebhookJob['target']> = {}): WebhookJob => ({
+  v: 1,
+  requestId: 'req-1',
+  projectId: 'p',
+  appName: 'a',
+  target: { endpoint: 'https://hooks.example.com/in', ...over },
+  response: { status: 200, bodyBase64: Buffer.from('{"x":1}').toString('base64') },
+  runStatus: 'success',
+  completedAt: new Date(0).toISOString(),
+});
+
+const pending = (attempts: number): WebhookDeliveryRecord => ({
+  requestId: 'req-1',
+  projectId: 'p',
+  appName: 'a',
+  endpointHost: 'hooks.example.com',
+  state: 'pending',
+  attempts: Array.from({ length: attempts }, (_, i) => ({
+    attempt: i + 1,
+    at: new Date(0).toISOString(),
+    outcome: 'http_retryable' as const,
+    status: 404,
+    durationMs: 1,
+  })),
+  updatedAt: new Date(0).toISOString(),
+});
+
+const clock: Clock = { now: () => 1_700_000_000_000, sleep: async () => {} };
+
+function setup(opts: { result?: AttemptResult; store?: DeliveryStore & { saves: number } }) {
+  const store = opts.store ?? memoryStore();
+  const sent: Array<{ url: string; headers: Record<string, string> }> = [];
+  const handle = createJobHandler({
+    store,
+    transport: {
+      async send(url, req) {
+        sent.push({ url: url.href, headers: req.headers });
+        return opts.result ?? { outcome: 'success', status: 200 };
+      },
+    },
+    secretBox: box,
+    log: silentLogger(),
+    metrics: createWebhookMetrics(new Registry()),
+    clock,
+    retryDelayMs: 1_500,
+    errorBackoffMs: 1_000,
+  });
+  return { handle, store, sent };
+}
+
+describe('job handler: what JetStream is told', () => {
+  it.each<[string, AttemptResult, number, string, WebhookDeliveryRecord['state']]>([
+    ['2xx', { outcome: 'success', status: 204 }, 0, 'ack', 'delivered'],
+    ['404 on attempt 1', { outcome: 'http_retryable', status: 404 }, 0, 'nak:1500', 'pending'],
+    ['timeout on attempt 2', { outcome: 'timeout' }, 1, 'nak:1500', 'pending'],
+    ['404 on attempt 3', { outcome: 'http_retryable', status: 404 }, 2, 'term', 'failed'],
+    ['network error on attempt 3', { outcome: 'network_error' }, 2, 'term', 'failed'],
+    ['500', { outcome: 'http_permanent', status: 500 }, 0, 'term', 'failed'],
+    ['refused by policy', { outcome: 'refused_by_policy' }, 0, 'term', 'failed'],
+  ])('%s → %s', async (_name, result, before, want, state) => {
+    const store = memoryStore(before ? pending(before) : undefined);
+    const { handle, sent } = setup({ result, store });
+    const { msg, calls } = message(job(), before + 1);
+    await handle(msg);
+    expect(calls).toEqual([want]);
+    expect(sent).toHaveLength(1);
+    const rec = (await store.get('req-1')) as WebhookDeliveryRecord;
+    expect(rec.state).toBe(state);
+    expect(rec.attempts).toHaveLength(before + 1);
+    expect(rec.attempts.at(-1)).toMatchObject({ attempt: before + 1, outcome: result.outcome });
+    expect(rec.attempts.at(-1)?.error).not.toBe(INTERRUPTED_ATTEMPT);
+  });
+
+  it('a finished record (lost ack) is acked without another attempt', async () => {
+    const store = memoryStore({ ...pending(1), state: 'delivered' });
+    const { handle, sent } = setup({ store });
+    const { msg, calls } = message(job(), 2);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['ack'], 0]);
+  });
+
+  it('three attempts already started (the last one cut short) → failed, no 4th attempt', async () => {
+    const store = memoryStore(pending(3));
+    const { handle, sent } = setup({ store });
+    const { msg, calls } = message(job(), 4);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['term'], 0]);
+    expect((await store.get('req-1'))?.state).toBe('failed');
+  });
+
+  it('too many redeliveries → failed without an attempt', async () => {
+    const { handle, sent, store } = setup({});
+    const { msg, calls } = message(job(), MAX_DELIVERIES + 1);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['term'], 0]);
+    expect((await store.get('req-1'))?.state).toBe('failed');
+  });
+
+  it('a malformed job is termed', async () => {
+    const { handle, sent } = setup({});
+    for (const data of ['not json', { v: 2 }, { v: 1, requestId: 'x' }]) {
+      const { msg, calls } = message(data);
+      await handle(msg);
+      expect(calls).toEqual(['term']);
+    }
+    expect(sent).toHaveLength(0);
+  });
+
+  it('the record cannot be written → nak with the error backoff, no attempt', async () => {
+    const { handle, sent } = setup({ store: memoryStore(undefined, new Error('nats down')) });
+    const { msg, calls } = message(job());
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['nak:1000'], 0]);
+  });
+
+  it('another dispatcher took the job over → leave it alone', async () => {
+    const store = memoryStore(pending(1));
+    const { handle, sent } = setup({ store });
+    const { msg, calls } = message(job(), 2);
+    // Someone else writes between our load and our save.
+    const load = store.load.bind(store);
+    store.load = async (id) => {
+      const r = await load(id);
+      await store.save({ ...pending(2) }, 1);
+      return r;
+    };
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([[], 0]);
+  });
+
+  it('signs with the opened secret; an unopenable secret is a permanent failure', async () => {
+    const ok = setup({});
+    await ok.handle(message(job({ sealedSecret: box.seal('s3cret') })).msg);
+    expect(ok.sent[0]?.headers['x-service-webhook-signature']).toMatch(/^v1,[0-9a-f]{64}$/);
+    expect(ok.sent[0]?.headers['x-service-webhook-timestamp']).toBe('1700000000');
+
+    const bad = setup({});
+    const { msg, calls } = message(job({ sealedSecret: createSecretBox('another-platform-key').seal('s') }));
+    await bad.handle(msg);
+    expect([calls, bad.sent.length]).toEqual([['term'], 0]);
+    expect((await bad.store.get('req-1'))?.attempts[0]).toMatchObject({ outcome: 'refused_by_policy' });
+  });
+});

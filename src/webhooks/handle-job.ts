@@ -1,0 +1,226 @@
+/**
+ * One JetStream delivery of a webhook job → at most one attempt, and the decision what JetStream does
+ * with the job next (ack, nak with a delay, term). The delivery record is the source of truth for the
+ * attempt count: it is written before each attempt starts, so an attempt cut short by a crash counts.
+ */
+
+import type { Clock } from '../shared/clock.ts';
+import type { WebhookAttempt, WebhookDeliveryRecord, WebhookJob } from '../shared/contracts/messaging.ts';
+import type { Logger } from '../shared/log.ts';
+import type { SecretBox } from '../shared/secretbox.ts';
+import { DeliveryConflictError, type DeliveryStore } from './deliveries.ts';
+import type { AttemptResult, DeliveryTransport } from './http-transport.ts';
+import type { WebhookMetrics } from './metrics.ts';
+import { MAX_ATTEMPTS, nextStep } from './retry-policy.ts';
+import { buildDeliveryRequest } from './signing.ts';
+import { errorText } from './ssrf.ts';
+import { WEBHOOKS_ACK_WAIT_MS } from './stream.ts';
+
+/** A job redelivered this often without finishing (e.g. its record cannot be written) is given up. */
+export const MAX_DELIVERIES = 10;
+/** What a started attempt says until its real outcome replaces it; it stays if the dispatcher died. */
+export const INTERRUPTED_ATTEMPT = 'interrupted: the dispatcher stopped before this attempt finished';
+/** How often an in-flight attempt tells JetStream it is still being worked on. */
+export const HEARTBEAT_MS = Math.floor(WEBHOOKS_ACK_WAIT_MS / 3);
+
+/** The part of a JetStream message the handler uses (`JsMsg` has it). */
+export interface JobMessage {
+  readonly data: Uint8Array;
+  readonly seq: number;
+  readonly subject: string;
+  readonly info: { readonly deliveryCount: number };
+  ack(): void;
+  nak(millis?: number): void;
+  term(reason?: string): void;
+  working(): void;
+}
+
+export interface JobHandlerDeps {
+  store: DeliveryStore;
+  transport: DeliveryTransport;
+  secretBox: SecretBox;
+  log: Logger;
+  metrics: WebhookMetrics;
+  clock: Clock;
+  retryDelayMs: number;
+  /** nak delay when the record cannot be read or written. */
+  errorBackoffMs: number;
+  heartbeatMs?: number;
+}
+
+export function parseWebhookJob(data: Uint8Array): WebhookJob {
+  const job = JSON.parse(Buffer.from(data).toString('utf8')) as Partial<WebhookJob>;
+  if (
+    job?.v !== 1 ||
+    typeof job.requestId !== 'string' ||
+    typeof job.target?.endpoint !== 'string' ||
+    typeof job.response?.bodyBase64 !== 'string' ||
+    typeof job.response.status !== 'number'
+  )
+    throw new Error('not a v1 WebhookJob');
+  return job as WebhookJob;
+}
+
+export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Promise<void> {
+  const { store, transport, secretBox, metrics, clock, retryDelayMs, errorBackoffMs } = deps;
+  const rootLog = deps.log;
+  const heartbeatMs = deps.heartbeatMs ?? HEARTBEAT_MS;
+  const iso = (ms: number) => new Date(ms).toISOString();
+
+  async function finish(
+    msg: JobMessage,
+    job: WebhookJob,
+    record: WebhookDeliveryRecord,
+    revision: number,
+    result: 'delivered' | 'failed',
+    log: Logger,
+    why?: string,
+  ): Promise<void> {
+    record.state = result;
+    record.updatedAt = iso(clock.now());
+    await store.save(record, revision);
+    const seconds = (clock.now() - Date.parse(job.completedAt)) / 1000;
+    metrics.delivery(result, Number.isFinite(seconds) ? seconds : 0);
+    const attempts = record.attempts.map((a) => ({
+      attempt: a.attempt,
+      outcome: a.outcome,
+      status: a.status,
+      error: a.error,
+    }));
+    if (result === 'delivered') {
+      log.info({ attempts }, 'webhook delivered');
+      msg.ack();
+    } else {
+      log.error({ attempts, reason: why }, 'webhook delivery failed; giving up');
+      msg.term(why);
+    }
+  }
+
+  async function handle(msg: JobMessage): Promise<void> {
+    let job: WebhookJob;
+    try {
+      job = parseWebhookJob(msg.data);
+    } catch (err) {
+      rootLog.error(
+        { seq: msg.seq, subject: msg.subject, err: errorText(err) },
+        'malformed webhook job dropped',
+      );
+      msg.term('malformed job');
+      return;
+    }
+    let url: URL | undefined;
+    try {
+      url = new URL(job.target.endpoint);
+    } catch {
+      url = undefined;
+    }
+    const endpointHost = url?.hostname ?? '(invalid)';
+    const log = rootLog.child({ requestId: job.requestId, endpointHost });
+    const s = store;
+    try {
+      const loaded = await s.load(job.requestId);
+      let revision = loaded?.revision ?? 0;
+      const record: WebhookDeliveryRecord = loaded?.record ?? {
+        requestId: job.requestId,
+        projectId: job.projectId,
+        appName: job.appName,
+        endpointHost,
+        state: 'pending',
+        attempts: [],
+        updatedAt: iso(clock.now()),
+      };
+      if (record.state !== 'pending') {
+        // Finished before, and the ack was lost: nothing left to do.
+        msg.ack();
+        return;
+      }
+      if (record.attempts.length >= MAX_ATTEMPTS) {
+        await finish(msg, job, record, revision, 'failed', log, 'attempts_exhausted');
+        return;
+      }
+      if (msg.info.deliveryCount > MAX_DELIVERIES) {
+        await finish(msg, job, record, revision, 'failed', log, 'too_many_redeliveries');
+        return;
+      }
+      const attemptNo = record.attempts.length + 1;
+      const startedAt = clock.now();
+      const attempt: WebhookAttempt = {
+        attempt: attemptNo,
+        at: iso(startedAt),
+        outcome: 'network_error',
+        error: INTERRUPTED_ATTEMPT,
+        durationMs: 0,
+      };
+      record.attempts.push(attempt);
+      record.updatedAt = iso(startedAt);
+      // Written before the attempt starts, so an attempt cut short by a crash still counts.
+      revision = await s.save(record, revision);
+
+      const result = await attemptOnce(msg, job, url);
+      attempt.durationMs = clock.now() - startedAt;
+      attempt.outcome = result.outcome;
+      if (result.status !== undefined) attempt.status = result.status;
+      if (result.error !== undefined) attempt.error = result.error;
+      else delete attempt.error;
+      metrics.attempt(result.outcome, attempt.durationMs / 1000);
+
+      const step = nextStep(result.outcome, attemptNo, { retryDelayMs: retryDelayMs });
+      if (step.action === 'retry') {
+        record.updatedAt = iso(clock.now());
+        await s.save(record, revision);
+        log.warn(
+          { attempt: attemptNo, outcome: result.outcome, status: result.status, error: result.error },
+          'webhook attempt failed; retrying',
+        );
+        msg.nak(step.delayMs);
+      } else if (step.action === 'delivered') {
+        await finish(msg, job, record, revision, 'delivered', log);
+      } else {
+        await finish(msg, job, record, revision, 'failed', log, step.reason);
+      }
+    } catch (err) {
+      if (err instanceof DeliveryConflictError) {
+        // JetStream handed this job to another dispatcher (we stalled past the ack wait); it owns it now.
+        log.warn('webhook job taken over by another dispatcher');
+        return;
+      }
+      // The record could not be read or written (NATS trouble): let JetStream hand the job out again.
+      log.warn({ err: errorText(err) }, 'webhook job not processed; will be redelivered');
+      try {
+        msg.nak(errorBackoffMs);
+      } catch {
+        // connection gone: ack_wait redelivers
+      }
+    }
+  }
+
+  async function attemptOnce(msg: JobMessage, job: WebhookJob, url: URL | undefined): Promise<AttemptResult> {
+    if (!url) return { outcome: 'refused_by_policy', error: 'endpoint is not a valid URL' };
+    let secret: string | undefined;
+    if (job.target.sealedSecret !== undefined) {
+      try {
+        secret = secretBox.open(job.target.sealedSecret);
+      } catch {
+        return {
+          outcome: 'refused_by_policy',
+          error: 'the signing secret cannot be opened with this platform key',
+        };
+      }
+    }
+    const req = buildDeliveryRequest(job, secret, Math.floor(clock.now() / 1000));
+    const heartbeat = setInterval(() => {
+      try {
+        msg.working();
+      } catch {
+        // connection gone: nothing to extend
+      }
+    }, heartbeatMs);
+    try {
+      return await transport.send(url, req);
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  return handle;
+}
