@@ -11,6 +11,9 @@ VENV := runtime/python/.venv
 
 # Node 24 LTS when the machine's Node is older than 22 (this machine's is 20).
 NODE_BIN := $(shell NODE_VERSION=$(NODE_VERSION) hack/ensure-node.sh)
+ifeq ($(NODE_BIN),)
+$(error could not find or fetch Node $(NODE_VERSION): see the message above from hack/ensure-node.sh)
+endif
 export PATH := $(NODE_BIN):$(APPHOST_CACHE)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export APPHOST_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
