@@ -112,6 +112,7 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
       ctx.body = e.toBody();
       if (e.status === 401) ctx.set('www-authenticate', 'Bearer realm="apphost"');
       if (e.status === 413) ctx.set('connection', 'close');
+      if (e.retryAfter !== undefined) ctx.set('retry-after', String(e.retryAfter));
     }
     const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
     const seconds = (performance.now() - started) / 1000;

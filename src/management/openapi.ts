@@ -251,6 +251,8 @@ const common = {
     "Unknown project or resource. A project other than the token's own is always 404, whether or not it exists.",
   ),
   '500': errorResponse('Internal error.'),
+  '502': errorResponse('The Kubernetes API is busy or starting (Retry-After given).'),
+  '504': errorResponse('A backend (Kubernetes API, run or delivery store) did not answer in time.'),
 };
 const withBody = {
   '413': errorResponse('Request body larger than the configured limit.'),

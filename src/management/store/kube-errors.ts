@@ -1,6 +1,8 @@
 /**
  * Kubernetes API errors → ApiError, faas-netes style (pkg/handlers/errors.go): NotFound/Gone → 404,
- * AlreadyExists/Conflict → 409, Invalid → 422, BadRequest → 400, Forbidden → 403, anything else → 500.
+ * AlreadyExists/Conflict → 409, Invalid → 422, BadRequest → 400, TooManyRequests/503 → 502 (retry),
+ * anything else → 500. Forbidden is
+ * 500 here, not 403: it means the management API's own RBAC is missing, not that the caller may not.
  */
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 
@@ -51,6 +53,15 @@ export function mapKubeError(err: unknown, what: string): ApiError {
     return new ApiError(ErrorCode.Unprocessable, `${what} is invalid${detail}`, { cause: err });
   if (reason === 'BadRequest' || code === 400)
     return new ApiError(ErrorCode.BadRequest, `${what}: bad request${detail}`, { cause: err });
+  if (reason === 'TooManyRequests' || code === 429 || code === 503 || code === 504)
+    return new ApiError(
+      ErrorCode.UpstreamUnreachable,
+      'the Kubernetes API is busy or starting; retry shortly',
+      {
+        cause: err,
+        retryAfter: 1,
+      },
+    );
   if (reason === 'Forbidden' || code === 403)
     return new ApiError(ErrorCode.Internal, `the management API may not access ${what}`, { cause: err });
   return new ApiError(ErrorCode.Internal, 'internal error', { cause: err });

@@ -74,12 +74,14 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
 
   async function readDomain(namespace: string, domainId: string): Promise<DomainAssignment | undefined> {
     try {
-      return (await custom.getNamespacedCustomObject({
+      const da = (await custom.getNamespacedCustomObject({
         ...crd,
         namespace,
         plural: DOMAIN_ASSIGNMENT_PLURAL,
         name: domainId,
       })) as DomainAssignment;
+      // Deleted but held by the operator's finalizer while it removes the routing: already gone to users.
+      return da.metadata.deletionTimestamp ? undefined : da;
     } catch (err) {
       if (isKubeNotFound(err)) return undefined;
       throw mapKubeError(err, `domain ${domainId}`);
@@ -201,7 +203,10 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
           namespace,
           plural: DOMAIN_ASSIGNMENT_PLURAL,
         })) as { items: DomainAssignment[] };
-        return list.items.map(toDomain).sort((a, b) => a.domainId.localeCompare(b.domainId));
+        return list.items
+          .filter((d) => !d.metadata.deletionTimestamp)
+          .map(toDomain)
+          .sort((a, b) => a.domainId.localeCompare(b.domainId));
       } catch (err) {
         throw mapKubeError(err, 'domains');
       }

@@ -75,6 +75,19 @@ export async function ensureCrds(kc: KubeConfig): Promise<void> {
       await new Promise((r) => setTimeout(r, 200));
     }
   }
+  // Established is not yet servable: the apiserver answers 429 while the new storage initialises.
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  for (const plural of [APP_PLURAL, 'domainassignments']) {
+    for (;;) {
+      try {
+        await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural });
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
 }
 
 /** A project namespace (named differently from the project id, as a real cluster may do). */
