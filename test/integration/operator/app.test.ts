@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../../src/apis/v1alpha1/types.ts';
 import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
-import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
+import { applyCrds, eventually, kubectl, type TestOperator, testClient, testOperator } from './helpers.ts';
 
 const kc = testKubeConfig();
 let client: KubeClient;
@@ -195,6 +195,22 @@ describe('App → Deployment and Service', () => {
     });
     const a = await get(Resources.App, 'hello');
     expect(a?.status?.observedGeneration).toBe(a?.metadata.generation);
+  });
+
+  it('kubectl shows READY, URL, REPLICAS, AGE, and finds Apps by short name and category', async () => {
+    const { stdout } = await kubectl('get', 'apps.apphost.dev', '-n', ns, 'hello');
+    const [header, row] = stdout.trim().split('\n');
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'URL', 'REPLICAS', 'AGE']);
+    expect(row?.split(/\s+/).slice(0, 4)).toEqual([
+      'hello',
+      'True',
+      `http://hello.${ns}.svc.cluster.local`,
+      '2',
+    ]);
+    expect((await kubectl('get', 'ahapp', '-n', ns, '-o', 'name')).stdout).toContain('app.apphost.dev/hello');
+    expect((await kubectl('get', 'apphost', '-n', ns, '-o', 'name')).stdout).toContain(
+      'app.apphost.dev/hello',
+    );
   });
 
   it('follows a change of the App', async () => {
