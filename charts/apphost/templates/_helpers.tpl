@@ -1,0 +1,227 @@
+{{/* Chart name, overridable. */}}
+{{- define "apphost.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified base name: "apphost" for a release called apphost, else "<release>-apphost". */}}
+{{- define "apphost.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Standard labels; pass (dict "root" $ "component" "gateway"). */}}
+{{- define "apphost.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "apphost.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: apphost
+{{- end }}
+
+{{- define "apphost.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "apphost.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "apphost.componentName" -}}
+{{- printf "%s-%s" (include "apphost.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "apphost.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Where NATS is: the external URL, else the bundled server's Service. */}}
+{{- define "apphost.natsUrl" -}}
+{{- if .Values.nats.url }}
+{{- .Values.nats.url }}
+{{- else if .Values.nats.bundled.enabled }}
+{{- printf "nats://%s-nats.%s.svc:4222" (include "apphost.fullname" .) .Release.Namespace }}
+{{- else }}
+{{- fail "set nats.url to your NATS server (JetStream enabled) or nats.bundled.enabled=true" }}
+{{- end }}
+{{- end }}
+
+{{- define "apphost.platformKeySecret" -}}
+{{- default (printf "%s-platform-key" (include "apphost.fullname" .)) .Values.platformKey.existingSecret }}
+{{- end }}
+
+{{/* Env every piece gets. */}}
+{{- define "apphost.commonEnv" -}}
+- name: NATS_URL
+  value: {{ include "apphost.natsUrl" . | quote }}
+- name: APPHOST_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: APPHOST_OPS_PORT
+  value: {{ .Values.opsPort | quote }}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
+
+{{- define "apphost.platformKeyEnv" -}}
+- name: APPHOST_PLATFORM_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "apphost.platformKeySecret" . }}
+      key: platform-key
+{{- end }}
+
+{{/*
+A platform Deployment. Pass (dict "root" $ "component" "gateway" "values" .Values.gateway
+"env" <yaml list> "ports" <yaml list> "volumes" <yaml list> "volumeMounts" <yaml list> "automountToken" bool).
+*/}}
+{{- define "apphost.deployment" -}}
+{{- $root := .root -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "apphost.componentName" . }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "apphost.labels" . | nindent 4 }}
+spec:
+  replicas: {{ .values.replicas }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "apphost.selectorLabels" . | nindent 6 }}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
+  template:
+    metadata:
+      labels:
+        {{- include "apphost.labels" . | nindent 8 }}
+      annotations:
+        prometheus.io/scrape: "true"
+        prometheus.io/port: {{ $root.Values.opsPort | quote }}
+        prometheus.io/path: /metrics
+    spec:
+      serviceAccountName: {{ include "apphost.componentName" . }}
+      automountServiceAccountToken: {{ .automountToken }}
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: {{ default 30 .values.terminationGracePeriodSeconds }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "apphost.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args: [{{ .command | quote }}]
+          env:
+            {{- include "apphost.commonEnv" $root | nindent 12 }}
+            {{- with .env }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- with .values.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          ports:
+            - name: ops
+              containerPort: {{ $root.Values.opsPort }}
+              protocol: TCP
+            {{- with .ports }}
+            {{- . | nindent 12 }}
+            {{- end }}
+          startupProbe:
+            httpGet: { path: /healthz, port: ops }
+            periodSeconds: 2
+            failureThreshold: 60
+          livenessProbe:
+            httpGet: { path: /healthz, port: ops }
+            periodSeconds: 10
+            timeoutSeconds: 3
+            failureThreshold: 3
+          readinessProbe:
+            httpGet: { path: /readyz, port: ops }
+            periodSeconds: 5
+            timeoutSeconds: 3
+            failureThreshold: 2
+          resources:
+            {{- toYaml .values.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+            {{- with .volumeMounts }}
+            {{- . | nindent 12 }}
+            {{- end }}
+      volumes:
+        - name: tmp
+          emptyDir: {}
+        {{- with .volumes }}
+        {{- . | nindent 8 }}
+        {{- end }}
+      {{- with .values.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .values.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if .values.affinity }}
+      affinity:
+        {{- toYaml .values.affinity | nindent 8 }}
+      {{- else if gt (int .values.replicas) 1 }}
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    {{- include "apphost.selectorLabels" . | nindent 20 }}
+      {{- end }}
+{{- end }}
+
+{{/* A PodDisruptionBudget for a component, when enabled. */}}
+{{- define "apphost.pdb" -}}
+{{- if and .values.enabled .values.pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "apphost.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "apphost.labels" . | nindent 4 }}
+spec:
+  minAvailable: {{ .values.pdb.minAvailable }}
+  selector:
+    matchLabels:
+      {{- include "apphost.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{- define "apphost.serviceAccount" -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "apphost.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "apphost.labels" . | nindent 4 }}
+automountServiceAccountToken: false
+{{- end }}

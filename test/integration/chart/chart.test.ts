@@ -1,0 +1,238 @@
+/**
+ * The Helm chart against the real test control plane: lint, server-side dry-run of the rendered
+ * objects (real schema validation), then a real `helm install` / `upgrade` / `uninstall`, checking what
+ * it creates, that the platform key survives an upgrade, and what each ServiceAccount may do.
+ * No pods run (the control plane has no nodes); the objects are what is under test.
+ */
+import { randomBytes } from 'node:crypto';
+import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { CHART, run } from './helpers.ts';
+
+const kubeconfig = () => inject('kubeconfigPath');
+
+describe('charts/apphost', () => {
+  const kc = testKubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const policy = kc.makeApiClient(PolicyV1Api);
+  const release = `ah${randomBytes(3).toString('hex')}`;
+  const fullname = `${release}-apphost`;
+  let namespace: string;
+
+  beforeAll(async () => {
+    namespace = await createTestNamespace(kc, 'chart');
+  });
+
+  afterAll(async () => {
+    await run('helm', ['uninstall', release, '--namespace', namespace, '--kubeconfig', kubeconfig()]);
+    // Cluster-scoped leftovers (namespaced ones go with the namespace).
+    for (const piece of ['operator', 'gateway', 'management']) {
+      await rbac.deleteClusterRole({ name: `${fullname}-${piece}` }).catch(() => {});
+      await rbac.deleteClusterRoleBinding({ name: `${fullname}-${piece}` }).catch(() => {});
+    }
+    await core.deleteNamespace({ name: namespace }).catch(() => {});
+  });
+
+  it('passes helm lint (with the schema, strict)', async () => {
+    const r = await run('helm', ['lint', '--strict', CHART]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain('0 chart(s) failed');
+  });
+
+  it('rejects values the schema forbids', async () => {
+    const bad = await run('helm', ['template', 'x', CHART, '--set', 'gateway.port=0']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/gateway\/port/);
+    const noNats = await run('helm', ['template', 'x', CHART, '--set', 'nats.bundled.enabled=false']);
+    expect(noNats.code).not.toBe(0);
+  });
+
+  it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
+    const rendered = await run('helm', [
+      'template',
+      `${release}dry`,
+      CHART,
+      '--namespace',
+      namespace,
+      '--include-crds',
+    ]);
+    expect(rendered.code, rendered.stderr).toBe(0);
+    const applied = await run(
+      'kubectl',
+      ['apply', '--dry-run=server', '--kubeconfig', kubeconfig(), '--namespace', namespace, '-f', '-'],
+      { input: rendered.stdout },
+    );
+    expect(applied.code, applied.stderr).toBe(0);
+    for (const kind of [
+      'customresourcedefinition.apiextensions.k8s.io',
+      'deployment.apps',
+      'service',
+      'serviceaccount',
+      'secret',
+      'clusterrole.rbac.authorization.k8s.io',
+      'clusterrolebinding.rbac.authorization.k8s.io',
+      'role.rbac.authorization.k8s.io',
+      'rolebinding.rbac.authorization.k8s.io',
+      'poddisruptionbudget.policy',
+      'statefulset.apps',
+    ])
+      expect(applied.stdout).toMatch(
+        new RegExp(`^${kind.replaceAll('.', '\\.')}/\\S+ created \\(server dry run\\)$`, 'm'),
+      );
+  });
+
+  it('renders the external-NATS variant without the bundled server', async () => {
+    const r = await run('helm', ['template', 'x', CHART, '--set', 'nats.url=nats://nats.example:4222']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toContain('kind: StatefulSet');
+    expect(r.stdout).toContain('value: "nats://nats.example:4222"');
+  });
+
+  describe('helm install', () => {
+    let platformKey: string;
+
+    beforeAll(async () => {
+      const r = await run(
+        'helm',
+        ['install', release, CHART, '--namespace', namespace, '--kubeconfig', kubeconfig()],
+        {
+          timeoutMs: 180_000,
+        },
+      );
+      expect(r.code, r.stderr).toBe(0);
+    }, 240_000);
+
+    it('creates the four Deployments, their Services, ServiceAccounts, PDBs and the bundled NATS', async () => {
+      const deployments = await apps.listNamespacedDeployment({ namespace });
+      expect(deployments.items.map((d) => d.metadata?.name).sort()).toEqual(
+        ['gateway', 'management', 'operator', 'webhooks'].map((p) => `${fullname}-${p}`),
+      );
+      for (const d of deployments.items) {
+        const c = d.spec?.template.spec?.containers[0];
+        expect(c?.args).toEqual([d.metadata?.labels?.['app.kubernetes.io/component']]);
+        expect(c?.readinessProbe?.httpGet?.path).toBe('/readyz');
+        expect(c?.livenessProbe?.httpGet?.path).toBe('/healthz');
+        expect(c?.resources?.requests).toBeDefined();
+        expect(d.metadata?.labels).toMatchObject({
+          'app.kubernetes.io/name': 'apphost',
+          'app.kubernetes.io/instance': release,
+          'app.kubernetes.io/managed-by': 'Helm',
+        });
+      }
+      const services = (await core.listNamespacedService({ namespace })).items.map((s) => s.metadata?.name);
+      expect(services).toEqual(
+        expect.arrayContaining([`${fullname}-gateway`, `${fullname}-management`, `${fullname}-nats`]),
+      );
+      const accounts = (await core.listNamespacedServiceAccount({ namespace })).items.map(
+        (s) => s.metadata?.name,
+      );
+      expect(accounts).toEqual(
+        expect.arrayContaining(
+          ['gateway', 'management', 'operator', 'webhooks'].map((p) => `${fullname}-${p}`),
+        ),
+      );
+      const pdbs = (await policy.listNamespacedPodDisruptionBudget({ namespace })).items.map(
+        (p) => p.metadata?.name,
+      );
+      expect(pdbs.sort()).toEqual(['gateway', 'management', 'webhooks'].map((p) => `${fullname}-${p}`));
+      const sts = await apps.readNamespacedStatefulSet({ namespace, name: `${fullname}-nats` });
+      expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).toBe('10Gi');
+    });
+
+    it('has the CRDs', async () => {
+      const r = await run('kubectl', [
+        'get',
+        'crd',
+        'apps.apphost.dev',
+        'domainassignments.apphost.dev',
+        '--kubeconfig',
+        kubeconfig(),
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+    });
+
+    it('generates the platform key on install and keeps it on upgrade', async () => {
+      const read = async () =>
+        Buffer.from(
+          (await core.readNamespacedSecret({ namespace, name: `${fullname}-platform-key` })).data?.[
+            'platform-key'
+          ] ?? '',
+          'base64',
+        ).toString();
+      platformKey = await read();
+      expect(platformKey).toMatch(/^[A-Za-z0-9]{48}$/);
+      const up = await run(
+        'helm',
+        [
+          'upgrade',
+          release,
+          CHART,
+          '--namespace',
+          namespace,
+          '--kubeconfig',
+          kubeconfig(),
+          '--set',
+          'logLevel=debug',
+        ],
+        { timeoutMs: 180_000 },
+      );
+      expect(up.code, up.stderr).toBe(0);
+      expect(await read()).toBe(platformKey);
+    });
+
+    const can = async (piece: string, verb: string, resource: string, ns?: string) => {
+      const args = [
+        'auth',
+        'can-i',
+        verb,
+        resource,
+        '--kubeconfig',
+        kubeconfig(),
+        `--as=system:serviceaccount:${namespace}:${fullname}-${piece}`,
+      ];
+      args.push(ns ? `--namespace=${ns}` : '--all-namespaces');
+      const r = await run('kubectl', args);
+      return r.stdout.trim() === 'yes';
+    };
+
+    it.each([
+      ['operator', 'create', 'deployments.apps', undefined, true],
+      ['operator', 'update', 'apps.apphost.dev/status', undefined, true],
+      ['operator', 'create', 'ingresses.networking.k8s.io', undefined, true],
+      ['operator', 'create', 'leases.coordination.k8s.io', 'OWN', true],
+      ['operator', 'create', 'leases.coordination.k8s.io', 'default', false],
+      ['operator', 'get', 'secrets', undefined, false],
+      ['operator', 'delete', 'namespaces', undefined, false],
+      ['gateway', 'list', 'domainassignments.apphost.dev', undefined, true],
+      ['gateway', 'create', 'domainassignments.apphost.dev', undefined, false],
+      ['gateway', 'list', 'secrets', undefined, false],
+      ['management', 'delete', 'domainassignments.apphost.dev', undefined, true],
+      ['management', 'create', 'secrets', undefined, true],
+      ['management', 'create', 'apps.apphost.dev', undefined, false],
+      ['management', 'create', 'deployments.apps', undefined, false],
+      ['webhooks', 'get', 'secrets', undefined, false],
+      ['webhooks', 'list', 'apps.apphost.dev', undefined, false],
+    ])('%s may %s %s (in %s): %s', async (piece, verb, resource, ns, want) => {
+      expect(await can(piece, verb, resource, ns === 'OWN' ? namespace : ns)).toBe(want);
+    });
+
+    it('keeps the platform key Secret on uninstall', async () => {
+      const r = await run('helm', [
+        'uninstall',
+        release,
+        '--namespace',
+        namespace,
+        '--kubeconfig',
+        kubeconfig(),
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout + r.stderr).toMatch(/kept due to the resource policy/);
+      const s = await core.readNamespacedSecret({ namespace, name: `${fullname}-platform-key` });
+      expect(Buffer.from(s.data?.['platform-key'] ?? '', 'base64').toString()).toBe(platformKey);
+      expect((await apps.listNamespacedDeployment({ namespace })).items).toEqual([]);
+    });
+  });
+});
