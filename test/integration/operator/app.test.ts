@@ -302,11 +302,13 @@ describe('App → Deployment and Service', () => {
     expect((await get(Resources.Service, 'custom'))!.spec.ports[0].targetPort).toBe(9000);
   });
 
-  it('deleting the App garbage-collects its Deployment and Service', async () => {
+  // The garbage collector rediscovers new resource types (our CRDs) only every 30 s: a generous bound.
+  it('deleting the App garbage-collects its Deployment and Service', { timeout: 150_000 }, async () => {
     await client.delete(Resources.App, { namespace: ns, name: 'hello' });
     await eventually(
       'owned objects gone',
       async () => !(await get(Resources.Deployment, 'hello')) && !(await get(Resources.Service, 'hello')),
+      120_000,
     );
   });
 });
