@@ -154,9 +154,30 @@ describe('dispatcher crashes', () => {
     await sleep(1_000);
     expect(r.received).toHaveLength(1);
 
-    // SIGTERM: not ready, then a clean exit within its bound.
+    survivor = next;
+  });
+
+  it('SIGTERM during an attempt: the attempt is finished, then a clean exit', async () => {
+    const next = survivor ?? (await startDispatcher('last'));
+    const r = await startReceiver(() => ({ status: 200, delayMs: 1_500 }));
+    receivers.push(r);
+    const job = makeJob({ endpoint: r.url });
+    await publish(nats.js, job);
+    await waitFor('the attempt to reach the receiver', async () => r.received.length === 1, 30_000, 20);
+
     const exited = new Promise<number | null>((res) => next.proc.once('exit', (code) => res(code)));
     next.proc.kill('SIGTERM');
+    await waitFor(
+      '/readyz to stop answering 200',
+      async () =>
+        (await fetch(`http://127.0.0.1:${next.opsPort}/readyz`).catch(() => undefined))?.status !== 200,
+      10_000,
+      20,
+    );
     expect(await exited).toBe(0);
+    const rec = await nats.record(job.requestId);
+    expect(rec?.state).toBe('delivered');
+    expect(rec?.attempts.map((a) => a.outcome)).toEqual(['success']);
+    expect(r.received).toHaveLength(1);
   });
 });
