@@ -1,0 +1,169 @@
+/**
+ * The Kubernetes AppResolver against the real kube-apiserver: project namespaces, Apps (readiness from
+ * status) and DomainAssignments (assign, unassign) become visible through the watches.
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import {
+  APP_PLURAL,
+  type App,
+  DOMAIN_ASSIGNMENT_PLURAL,
+  type DomainAssignment,
+  GROUP,
+  PROJECT_LABEL,
+  VERSION,
+} from '../../../src/apis/v1alpha1/types.ts';
+import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
+import { binaryPath } from '../../harness/binaries.ts';
+import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { waitFor } from '../../harness/process.ts';
+import { REPO_ROOT } from './helpers.ts';
+
+const WATCH_WAIT_MS = 30_000;
+const kc = testKubeConfig();
+const custom = kc.makeApiClient(CustomObjectsApi);
+let resolver: KubeAppResolver;
+let ns: string;
+const project = `res-${Date.now().toString(36)}`;
+
+beforeAll(async () => {
+  execFileSync(binaryPath('kubectl'), [
+    '--kubeconfig',
+    inject('kubeconfigPath'),
+    'apply',
+    '-f',
+    join(REPO_ROOT, 'crds'),
+  ]);
+  execFileSync(binaryPath('kubectl'), [
+    '--kubeconfig',
+    inject('kubeconfigPath'),
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    `crd/apps.${GROUP}`,
+    `crd/domainassignments.${GROUP}`,
+  ]);
+  ns = await createTestNamespace(kc, 'gw-res', { [PROJECT_LABEL]: project });
+  resolver = createKubeAppResolver({ kc, log: silentLogger() });
+  await resolver.start();
+});
+
+afterAll(async () => {
+  await resolver?.stop();
+  if (ns)
+    await kc
+      .makeApiClient(CoreV1Api)
+      .deleteNamespace({ name: ns })
+      .catch(() => undefined);
+});
+
+it('resolves apps of a project namespace, their readiness and grace period, and custom domains', async () => {
+  const app: App = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'App',
+    metadata: { name: 'hello', namespace: ns },
+    spec: { runtime: 'cortex', image: 'example/hello:1', responseGracePeriodSeconds: 1200 },
+  };
+  await custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    body: app,
+  });
+  await waitFor('app visible', async () => !!(await resolver.resolve(project, 'hello')), WATCH_WAIT_MS);
+  const seen = await resolver.resolve(project, 'hello');
+  expect(seen).toMatchObject({
+    projectId: project,
+    appName: 'hello',
+    runtime: 'cortex',
+    upstream: `http://hello.${ns}.svc.cluster.local:80`,
+    ready: false,
+    gracePeriodSeconds: 1200,
+  });
+  expect(await resolver.resolve('another-project', 'hello')).toBeUndefined();
+
+  const current = (await custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    name: 'hello',
+  })) as App;
+  await custom.replaceNamespacedCustomObjectStatus({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    name: 'hello',
+    body: {
+      ...current,
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'True', reason: 'Ready', lastTransitionTime: new Date().toISOString() },
+        ],
+      },
+    },
+  });
+  await waitFor(
+    'app ready',
+    async () => (await resolver.resolve(project, 'hello'))?.ready === true,
+    WATCH_WAIT_MS,
+  );
+
+  const domain: DomainAssignment = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'DomainAssignment',
+    metadata: { name: 'd1', namespace: ns },
+    spec: { hostname: 'api.resolver-test.example', appName: 'hello' },
+  };
+  await custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: DOMAIN_ASSIGNMENT_PLURAL,
+    body: domain,
+  });
+  await waitFor(
+    'host assigned',
+    async () => !!(await resolver.resolveHost('api.resolver-test.example')),
+    WATCH_WAIT_MS,
+  );
+  expect(await resolver.resolveHost('API.resolver-test.example')).toEqual({
+    projectId: project,
+    appName: 'hello',
+  });
+
+  const d = (await custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: DOMAIN_ASSIGNMENT_PLURAL,
+    name: 'd1',
+  })) as DomainAssignment;
+  await custom.replaceNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: DOMAIN_ASSIGNMENT_PLURAL,
+    name: 'd1',
+    body: { ...d, spec: { hostname: d.spec.hostname, appName: '' } },
+  });
+  await waitFor(
+    'host unassigned',
+    async () => !(await resolver.resolveHost('api.resolver-test.example')),
+    WATCH_WAIT_MS,
+  );
+
+  await custom.deleteNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    name: 'hello',
+  });
+  await waitFor('app gone', async () => !(await resolver.resolve(project, 'hello')), WATCH_WAIT_MS);
+});
