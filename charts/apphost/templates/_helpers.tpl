@@ -225,3 +225,8 @@ metadata:
     {{- include "apphost.labels" . | nindent 4 }}
 automountServiceAccountToken: false
 {{- end }}
+
+{{/* The management API creates and names this Secret (key run-token-keys.json); the gateway reads it. */}}
+{{- define "apphost.runTokenKeysSecret" -}}
+apphost-run-token-keys
+{{- end }}

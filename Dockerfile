@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# The apphost platform image: one image, one entrypoint, `apphost <piece>` per Deployment
+# (operator | gateway | webhooks | management). Build: docker build -t ghcr.io/apphost/apphost:0.1.0 .
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# 1. Compile TypeScript with the full (dev) dependency set.
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json
+
+# 2. Production dependencies only.
+FROM ${NODE_IMAGE} AS prod-deps
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && npm cache clean --force
+
+# 3. Runtime: compiled JS + prod node_modules, non-root, read-only root filesystem friendly.
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--enable-source-maps
+WORKDIR /app
+COPY --from=prod-deps /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY package.json ./
+COPY crds ./crds
+# A fixed numeric uid so `runAsNonRoot` can verify it (the chart runs as 10001).
+USER 10001:10001
+EXPOSE 8080 8081 9090
+ENTRYPOINT ["node", "dist/cli/main.js"]
+CMD ["help"]
