@@ -78,6 +78,11 @@ export const COMMANDS: readonly Command[] = [
     summary: 'create a service account and print its token',
     load: command('../management/cli.ts', 'runCreateServiceAccountCommand'),
   },
+  {
+    name: 'rotate-run-token-keys',
+    summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',
+    load: command('../management/cli.ts', 'runRotateRunTokenKeysCommand'),
+  },
 ];
 
 export function version(): string {
