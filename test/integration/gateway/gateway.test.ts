@@ -352,3 +352,47 @@ describe('webhookEndpoint on a sync call', () => {
     expect(JSON.parse(Buffer.from(job.response.bodyBase64, 'base64').toString())).toEqual({ echo: { w: 1 } });
   });
 });
+
+describe('draining (SIGTERM)', () => {
+  it('refuses new calls with 503 and lets an in-flight call finish before drain() resolves', async () => {
+    const g = createGateway({
+      resolver,
+      verifyRunToken: createRunTokenVerifier(() => keys),
+      nc,
+      secretBox,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: { ...DEFAULT_GATEWAY_SETTINGS, drainTimeoutMs: 30_000 },
+    });
+    const l = await listen(g.callback());
+    try {
+      const marker = join(dir, 'drain-slept');
+      const inflight = request(`${l.url}/v4/${P}/hello/sleep`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ seconds: 2, marker }),
+      });
+      await waitFor('call in flight', async () => g.inflight() === 1, 10_000);
+      let drained = false;
+      const draining = g.drain().then(() => {
+        drained = true;
+      });
+      const refused = await request(`${l.url}/v4/${P}/hello/echo`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(refused.statusCode).toBe(503);
+      expect(((await refused.body.json()) as { error: { code: string } }).error.code).toBe('shutting_down');
+      expect(drained).toBe(false);
+      const res = await inflight;
+      expect(res.statusCode).toBe(200);
+      expect(await res.body.json()).toEqual({ slept: 2 });
+      await draining;
+      expect(existsSync(marker)).toBe(true);
+    } finally {
+      await closeServer(l.server);
+      await g.close();
+    }
+  });
+});
