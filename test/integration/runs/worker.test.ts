@@ -61,6 +61,8 @@ let base: string;
 const resolver = staticResolver([]);
 const dir = tempDir('apphost-runs-');
 const secretBox = createSecretBox('test-platform-key-0123456789');
+const gatewayRegistry = new Registry();
+const workerRegistry = new Registry();
 
 function app(name: string, over: Partial<ResolvedApp> = {}): ResolvedApp {
   return {
@@ -122,14 +124,14 @@ beforeAll(async () => {
     nc,
     secretBox,
     log: silentLogger(),
-    registry: new Registry(),
+    registry: gatewayRegistry,
     settings: { ...DEFAULT_GATEWAY_SETTINGS, publishTimeoutMs: 2_000 },
   });
   worker = createRunWorker({
     nc,
     resolver,
     log: silentLogger(),
-    registry: new Registry(),
+    registry: workerRegistry,
     settings: {
       ...DEFAULT_RUN_WORKER_SETTINGS,
       ackWaitMs: ACK_WAIT_MS,
@@ -256,6 +258,21 @@ describe('async runs', () => {
     }
     expect(job.runStatus).toBe('success');
     expect(JSON.parse(Buffer.from(job.response.bodyBase64, 'base64').toString())).toEqual({ echo: { a: 1 } });
+  });
+});
+
+describe('metrics', () => {
+  it('count requests by app, mode and status, runs by state, and report the queue depth', async () => {
+    const gw = await gatewayRegistry.metrics();
+    expect(gw).toContain(
+      `apphost_gateway_requests_total{project="${P}",app="hello",mode="async",status="202"}`,
+    );
+    expect(gw).toMatch(/apphost_runs_queue_depth \d+/);
+    expect(gw).toContain('apphost_gateway_request_duration_seconds_bucket');
+    expect(gw).toContain('apphost_gateway_inflight_requests');
+    const w = await workerRegistry.metrics();
+    expect(w).toMatch(/apphost_runs_finished_total\{state="success"\} [1-9]/);
+    expect(w).toMatch(/apphost_runs_finished_total\{state="timeout"\} [1-9]/);
   });
 });
 
