@@ -123,8 +123,12 @@ const table: Row[] = [
     name: 'an apply failure is reported and retried',
     app: app(),
     fail: ['apply', 'deployments'],
-    wantWrites: ['patch-status apps hello'],
-    wantEvents: [expect.stringMatching(/^Warning ApplyFailed/) as unknown as string],
+    // The Service does not depend on the Deployment and is still applied.
+    wantWrites: ['apply services hello', 'patch-status apps hello'],
+    wantEvents: [
+      'Normal Applied created Service hello',
+      expect.stringMatching(/^Warning ApplyFailed .*injected failure/) as unknown as string,
+    ],
     wantReady: { status: 'False', reason: 'ReconcileFailed' },
     wantErr: /injected failure/,
   },

@@ -58,12 +58,15 @@ class ConflictError extends Error {}
 export function createAppReconciler(
   deps: AppReconcilerDeps,
 ): (key: string) => Promise<ReconcileResult | undefined> {
-  const ensure = async (app: App, type: ResourceType, desired: KubeObject, live: KubeObject | undefined) => {
+  const assertOurs = (app: App, type: ResourceType, live: KubeObject | undefined) => {
     if (live && !isOwnedBy(live, app)) {
       throw new ConflictError(
-        `a ${type.kind} named "${desired.metadata.name}" already exists and is not managed by this App; rename or delete it`,
+        `a ${type.kind} named "${live.metadata.name}" already exists and is not managed by this App; rename or delete it`,
       );
     }
+  };
+
+  const ensure = async (app: App, type: ResourceType, desired: KubeObject, live: KubeObject | undefined) => {
     if (isInPlace(desired, live)) return live;
     deps.log.debug(
       {
@@ -108,13 +111,17 @@ export function createAppReconciler(
     const url = appUrl(app);
     let deployment: KubeObject | undefined;
     try {
-      deployment = await ensure(
-        app,
-        Resources.Deployment,
-        makeDeployment(app, deps.settings),
-        deps.deployments.get(namespace, name),
-      );
-      await ensure(app, Resources.Service, makeService(app), deps.services.get(namespace, name));
+      const liveDeployment = deps.deployments.get(namespace, name);
+      const liveService = deps.services.get(namespace, name);
+      // Someone else's object of the same name: touch neither, say so.
+      assertOurs(app, Resources.Deployment, liveDeployment);
+      assertOurs(app, Resources.Service, liveService);
+      // Independent objects: apply both at once.
+      const [dep] = await Promise.all([
+        ensure(app, Resources.Deployment, makeDeployment(app, deps.settings), liveDeployment),
+        ensure(app, Resources.Service, makeService(app), liveService),
+      ]);
+      deployment = dep;
     } catch (err) {
       const conflict = err instanceof ConflictError;
       const message = conflict ? err.message : `could not apply the App's objects: ${String(err)}`;

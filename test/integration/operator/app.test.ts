@@ -180,6 +180,17 @@ describe('App → Deployment and Service', () => {
     ]);
     expect(svc.metadata.ownerReferences?.[0]?.uid).toBe(owner?.metadata.uid);
 
+    await eventually('Events on the App for what the operator did', async () => {
+      const events = await client.list<KubeObject>(Resources.Event, { namespace: ns });
+      const mine = events.items.filter(
+        (e) => e.involvedObject?.kind === 'App' && e.involvedObject?.name === 'hello',
+      );
+      return ['created Deployment hello', 'created Service hello'].every((m) =>
+        mine.some(
+          (e) => e.reason === 'Applied' && e.message === m && e.source?.component === 'apphost-operator',
+        ),
+      );
+    });
     await eventually('status with URL and not-ready reason', async () => {
       const a = await get(Resources.App, 'hello');
       return a?.status?.url === `http://hello.${ns}.svc.cluster.local` && readyOf(a)?.status !== 'True';
