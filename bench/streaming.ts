@@ -1,0 +1,90 @@
+/**
+ * (3) Streaming: time to first event for a generator that yields at once, called directly on the
+ * runtime and through the gateway. Sequential requests on a keep-alive connection, alternating the two
+ * so that machine noise hits both alike; the clock runs from sending the request to the first `data:`.
+ */
+import { performance } from 'node:perf_hooks';
+import { Agent, request } from 'undici';
+import type { BenchContext } from './support/context.ts';
+import { APP, PROJECT } from './support/parts.ts';
+import { fmtMs, fmtRatio, median, percentile } from './support/stats.ts';
+
+/** Unmeasured requests per variant first (JIT, connection set-up). */
+export const STREAM_WARMUP_REQUESTS = 5;
+/** Bound on one streaming request. */
+export const STREAM_REQUEST_TIMEOUT_MS = 30_000;
+
+async function timeToFirstEvent(
+  dispatcher: Agent,
+  url: string,
+  headers: Record<string, string>,
+): Promise<number> {
+  const t0 = performance.now();
+  const res = await request(url, {
+    method: 'POST',
+    headers: { ...headers, accept: 'text/event-stream', 'content-type': 'application/json' },
+    body: '{}',
+    dispatcher,
+    headersTimeout: STREAM_REQUEST_TIMEOUT_MS,
+    bodyTimeout: STREAM_REQUEST_TIMEOUT_MS,
+  });
+  if (res.statusCode !== 200 || !String(res.headers['content-type']).startsWith('text/event-stream')) {
+    const text = await res.body.text();
+    throw new Error(`${url} answered ${res.statusCode} ${text.slice(0, 200)}; expected an event stream`);
+  }
+  let seen = '';
+  let first = Number.NaN;
+  for await (const chunk of res.body) {
+    seen += (chunk as Buffer).toString('utf8');
+    if (Number.isNaN(first) && seen.includes('data:')) first = performance.now() - t0;
+  }
+  if (!seen.includes('data: {"i": 0}') && !seen.includes('data: {"i":0}')) {
+    throw new Error(
+      `${url} streamed ${JSON.stringify(seen.slice(0, 200))}; expected the first event {"i": 0}`,
+    );
+  }
+  return first;
+}
+
+export async function streaming(ctx: BenchContext): Promise<void> {
+  const { report, settings } = ctx;
+  const [rt, gw, token] = await Promise.all([ctx.parts.runtime(), ctx.parts.gateway(), ctx.parts.token()]);
+  const variants = [
+    { name: 'direct runtime', url: `${rt.url}/first`, headers: {} as Record<string, string> },
+    {
+      name: 'gateway → runtime',
+      url: `${gw.url}/v4/${PROJECT}/${APP}/first`,
+      headers: { authorization: `Bearer ${token}` },
+    },
+  ];
+  const agent = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+  const samples = variants.map(() => [] as number[]);
+  try {
+    for (let i = 0; i < STREAM_WARMUP_REQUESTS + settings.streamRequests; i++) {
+      for (const [k, v] of variants.entries()) {
+        const ms = await timeToFirstEvent(agent, v.url, v.headers);
+        if (i >= STREAM_WARMUP_REQUESTS) samples[k]?.push(ms);
+      }
+    }
+  } finally {
+    await agent.close();
+  }
+  const medians = samples.map((s) => median(s));
+  for (const [k, v] of variants.entries()) {
+    const s = samples[k] ?? [];
+    report.row({
+      benchmark: 'streaming',
+      variant: `time to first event, ${v.name}`,
+      p50: fmtMs(median(s)),
+      p99: fmtMs(percentile(s, 99)),
+      other: `${s.length} sequential requests`,
+    });
+  }
+  const [direct = Number.NaN, viaGateway = Number.NaN] = medians;
+  report.row({
+    benchmark: 'streaming',
+    variant: 'ratio gateway/direct',
+    p50: fmtRatio(viaGateway, direct),
+    other: `added ${fmtMs(viaGateway - direct)} to the median`,
+  });
+}

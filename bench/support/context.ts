@@ -1,0 +1,45 @@
+/** What every benchmark module gets from bench/run.ts. */
+import type { LoadGenerator } from './load.ts';
+import type { Parts } from './parts.ts';
+import type { Reporter } from './report.ts';
+
+export interface BenchSettings {
+  /** Seconds of measured load per row (BENCH_DURATION_SECONDS, default 10). */
+  durationSeconds: number;
+  /** Seconds of unmeasured load before each row, to warm JITs and connection pools (BENCH_WARMUP_SECONDS, default 3). */
+  warmupSeconds: number;
+  /** Concurrent connections of the load generator (BENCH_CONNECTIONS, default 32). */
+  connections: number;
+  /** Sequential requests per streaming variant (BENCH_STREAM_REQUESTS, default 50). */
+  streamRequests: number;
+  /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 1000). */
+  webhookBacklog: number;
+  /** Webhook jobs published at a steady pace for the delay figures (BENCH_WEBHOOK_PACED, default 200). */
+  webhookPaced: number;
+  /** Pace of those jobs per second (BENCH_WEBHOOK_RATE, default 100). */
+  webhookRate: number;
+  /** App counts for the operator benchmark (BENCH_OPERATOR_APPS, default "100,1000"). */
+  operatorApps: number[];
+}
+
+export interface BenchContext {
+  parts: Parts;
+  load: LoadGenerator | undefined;
+  /** Why there is no load generator, when `load` is undefined. */
+  loadMissing?: string;
+  report: Reporter;
+  settings: BenchSettings;
+  /** nginx binary, when installed. */
+  nginx: string | undefined;
+}
+
+/** One benchmark: reports its rows through `ctx.report` as each finishes. */
+export type Benchmark = (ctx: BenchContext) => Promise<void>;
+
+/** Adds a warning to a row's last column when a run saw errors or unexpected statuses. */
+export function errorNote(r: { non2xx: number; errors: number; requests: number }): string {
+  const parts: string[] = [];
+  if (r.non2xx) parts.push(`${r.non2xx} unexpected statuses`);
+  if (r.errors) parts.push(`${r.errors} socket errors/timeouts`);
+  return parts.length ? ` (${parts.join(', ')} of ${r.requests})` : '';
+}

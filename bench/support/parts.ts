@@ -1,0 +1,219 @@
+/**
+ * The real parts the benchmarks run against, each started once per run on first use and stopped at the
+ * end: a private NATS server (JetStream), the Python runtime serving bench/apps/echo, and the gateway
+ * as its own child process (so its RSS can be read and it never shares an event loop with the load).
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
+import { generateSigningKey, issueRunToken, type KeySet } from '../../src/shared/run-tokens.ts';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { freePort, type ManagedProcess, startProcess, waitFor } from '../../test/harness/process.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const BENCH_DIR = join(here, '..');
+export const REPO_ROOT = join(BENCH_DIR, '..');
+export const PYTHON = join(REPO_ROOT, 'runtime', 'python', '.venv', 'bin', 'python');
+export const ECHO_APP_DIR = join(BENCH_DIR, 'apps', 'echo');
+
+/** Bound on a child (runtime, gateway, dispatcher) becoming ready; the machine may be busy. */
+export const START_TIMEOUT_MS = 90_000;
+/** Bound on a child stopping on SIGTERM before SIGKILL. */
+export const STOP_GRACE_MS = 15_000;
+
+export const PROJECT = 'bench';
+export const APP = 'echo';
+export const PLATFORM_KEY = 'bench-platform-key-0123456789abcdef';
+
+export interface Runtime {
+  url: string;
+  port: number;
+  proc: ManagedProcess;
+}
+
+export interface GatewayChild {
+  url: string;
+  pid: number;
+  proc: ManagedProcess;
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Reads a `Vm*` field of /proc/<pid>/status in bytes (NaN when unreadable, e.g. not Linux). */
+export function procStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+    return m ? Number(m[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (NaN when unreadable). */
+export function procCpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** USER_HZ on Linux (getconf CLK_TCK), which /proc reports CPU times in. */
+export const CLOCK_TICKS_PER_SECOND = 100;
+
+/** Starts `node <script>` and waits for a stdout line starting with `ready`; returns the child and that line. */
+export async function startNodeChild(
+  name: string,
+  script: string,
+  env: NodeJS.ProcessEnv,
+  ready: string,
+  logDir: string,
+  nodeArgs: string[] = [],
+): Promise<{ proc: ManagedProcess; line: string; logFile: string }> {
+  const logFile = join(logDir, `${name}.log`);
+  const proc = startProcess(name, process.execPath, [...nodeArgs, script], {
+    logFile,
+    env: { ...process.env, ...env },
+  });
+  let line = '';
+  let buf = '';
+  proc.child.stdout?.on('data', (c: Buffer) => {
+    buf += c.toString('utf8');
+    const found = buf.split('\n').find((l) => l.startsWith(ready));
+    if (found && !line) line = found;
+  });
+  let exited = false;
+  proc.child.once('exit', () => {
+    exited = true;
+  });
+  await waitFor(
+    `${name} to print "${ready}"`,
+    async () => {
+      if (exited) throw new Error(`${name} exited early; see ${logFile}`);
+      return line !== '';
+    },
+    START_TIMEOUT_MS,
+    50,
+  );
+  return { proc, line, logFile };
+}
+
+export interface Parts {
+  readonly logDir: string;
+  nats(): Promise<NatsServer>;
+  runtime(): Promise<Runtime>;
+  /** The gateway child (run worker off: async runs only queue, so the 202 path is what is measured). */
+  gateway(): Promise<GatewayChild>;
+  /** A run token for PROJECT, valid for the whole run. */
+  token(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: string[] }): Parts {
+  const logDir = tempDir('apphost-bench-');
+  const stops: Array<() => Promise<void>> = [];
+  const once = <T>(f: () => Promise<T>) => {
+    let p: Promise<T> | undefined;
+    return () => {
+      p ??= f();
+      return p;
+    };
+  };
+
+  const keys = once(async (): Promise<{ set: KeySet; file: string }> => {
+    const set = { keys: [await generateSigningKey()] };
+    const file = join(logDir, 'run-token-keys.json');
+    writeFileSync(file, JSON.stringify(set), { mode: 0o600 });
+    return { set, file };
+  });
+
+  const nats = once(async () => {
+    const n = await startNats();
+    stops.push(() => n.stop());
+    return n;
+  });
+
+  const runtime = once(async (): Promise<Runtime> => {
+    const port = await freePort();
+    const proc = startProcess(
+      'runtime',
+      PYTHON,
+      [
+        '-m',
+        'apphost_runtime',
+        '--app-dir',
+        ECHO_APP_DIR,
+        '--port',
+        String(port),
+        '--host',
+        '127.0.0.1',
+        '--log-level',
+        'warning',
+        '--grace-seconds',
+        '2',
+      ],
+      { logFile: join(logDir, 'runtime.log'), cwd: join(REPO_ROOT, 'runtime', 'python') },
+    );
+    stops.push(() => proc.stop(STOP_GRACE_MS));
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor('runtime /ready', async () => (await fetch(`${url}/ready`)).ok, START_TIMEOUT_MS);
+    return { url, port, proc };
+  });
+
+  const gateway = once(async (): Promise<GatewayChild> => {
+    const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
+    const app: ResolvedApp = {
+      projectId: PROJECT,
+      appName: APP,
+      runtime: 'cortex',
+      upstream: rt.url,
+      ready: true,
+      gracePeriodSeconds: 900,
+      functions: ['echo', 'first'],
+    };
+    const { proc, line } = await startNodeChild(
+      'gateway',
+      join(BENCH_DIR, 'gateway-entry.ts'),
+      {
+        NATS_URL: n.url,
+        APPHOST_LOG_LEVEL: opts.gatewayLogLevel,
+        APPHOST_OPS_PORT: String(opsPort),
+        APPHOST_GATEWAY_PORT: String(port),
+        APPHOST_GATEWAY_HOST: '127.0.0.1',
+        APPHOST_PLATFORM_KEY: PLATFORM_KEY,
+        APPHOST_RUN_TOKEN_KEYS_FILE: k.file,
+        APPHOST_RUN_WORKER: 'false',
+        APPHOST_BENCH_APPS: JSON.stringify([app]),
+      },
+      'listening ',
+      logDir,
+      opts.gatewayNodeArgs,
+    );
+    stops.push(() => proc.stop(STOP_GRACE_MS));
+    const pid = Number(line.split(' ')[2]);
+    return { url: `http://127.0.0.1:${port}`, pid, proc };
+  });
+
+  const token = once(async () =>
+    issueRunToken((await keys()).set, PROJECT, new Date(Date.now() + 6 * 3600_000)),
+  );
+
+  return {
+    logDir,
+    nats,
+    runtime,
+    gateway,
+    token,
+    async stop() {
+      for (const s of stops.reverse()) await s().catch(() => {});
+    },
+  };
+}
