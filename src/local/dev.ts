@@ -247,8 +247,9 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       await supervisor.restart(name);
     }
 
-    await platform.start();
+    // Apps first: a run redelivered from a previous session must find its app ready, not starting.
     await waitReady(endpoints, APPS_READY_TIMEOUT_MS, log);
+    await platform.start();
 
     const host = urlHost(opts.host);
     const expiresAt = new Date(Date.now() + LOCAL_TOKEN_TTL_MS);

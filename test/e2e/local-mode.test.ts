@@ -4,95 +4,31 @@
  * receiver, custom-domain routing and unassignment, a code change picked up, and SIGTERM leaving no
  * process behind.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, request, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const REPO = resolve(import.meta.dirname, '..', '..');
-/** Generous: the first start imports three Python runtimes and NATS on a busy 2-core machine. */
-const START_TIMEOUT_MS = 120_000;
-const STOP_TIMEOUT_MS = 90_000;
-
-interface Credentials {
-  project_id: string;
-  api_url: string;
-  base_url: string;
-  run_token: string;
-  service_account_token: string;
-}
+import {
+  alive,
+  type Credentials,
+  type DevProcess,
+  descendants,
+  REPO,
+  startDevProcess,
+  until,
+} from './dev-process.ts';
 
 interface Delivery {
   headers: IncomingHttpHeaders;
   body: string;
 }
 
-async function until<T>(
-  what: string,
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
-
-/** Every process whose parent chain leads to `root` (read from /proc, so nothing escapes by being detached). */
-function descendants(root: number): number[] {
-  const parent = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      parent.set(Number(entry), ppid);
-    } catch {
-      // exited while we looked
-    }
-  }
-  const out: number[] = [];
-  for (const pid of parent.keys()) {
-    let p = parent.get(pid);
-    for (let depth = 0; p !== undefined && p > 1 && depth < 64; depth++) {
-      if (p === root) {
-        out.push(pid);
-        break;
-      }
-      p = parent.get(p);
-    }
-  }
-  return out;
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    // a zombie still answers kill(0); it is gone for our purpose
-    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
-
 describe('apphost dev (e2e)', () => {
   let dir: string;
   let appsDir: string;
-  let child: ChildProcess;
-  let output = '';
-  let exit: Promise<number | null>;
+  let dev: DevProcess;
   let creds: Credentials;
   let receiver: Server;
   let receiverUrl: string;
@@ -115,58 +51,16 @@ describe('apphost dev (e2e)', () => {
     const addr = receiver.address();
     receiverUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/hook`;
 
-    const env = { ...process.env };
-    delete env.NATS_URL; // local mode must start its own
-    const credsFile = join(dir, 'credentials.json');
-    child = spawn(
-      process.execPath,
-      [
-        join(REPO, 'src', 'cli', 'main.ts'),
-        'dev',
-        '--apps',
-        appsDir,
-        '--port',
-        '0',
-        '--management-port',
-        '0',
-        '--ops-port',
-        '0',
-        '--state-dir',
-        join(dir, 'state'),
-        '--credentials-out',
-        credsFile,
-      ],
-      { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    child.stdout?.on('data', (c: Buffer) => {
-      output += c.toString();
+    dev = await startDevProcess({
+      appsDir,
+      stateDir: join(dir, 'state'),
+      credentialsFile: join(dir, 'credentials.json'),
     });
-    child.stderr?.on('data', (c: Buffer) => {
-      output += c.toString();
-    });
-    exit = new Promise((r) => child.once('exit', (code) => r(code)));
-    try {
-      creds = await until(
-        'the credentials file',
-        () => {
-          if (child.exitCode !== null) throw new Error(`apphost dev exited early:\n${output}`);
-          return existsSync(credsFile)
-            ? (JSON.parse(readFileSync(credsFile, 'utf8')) as Credentials)
-            : undefined;
-        },
-        START_TIMEOUT_MS,
-      );
-    } catch (err) {
-      child.kill('SIGKILL');
-      throw err;
-    }
+    creds = dev.creds;
   });
 
   afterAll(async () => {
-    if (child && child.exitCode === null) {
-      for (const pid of descendants(child.pid!)) process.kill(pid, 'SIGKILL');
-      child.kill('SIGKILL');
-    }
+    dev?.kill();
     await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -186,8 +80,10 @@ describe('apphost dev (e2e)', () => {
     expect(creds.project_id).toBe('local');
     expect(creds.api_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(creds.base_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    expect(output).toContain('Webhooks to loopback addresses (127.0.0.0/8, ::1) are ALLOWED in local mode');
-    expect(output).toMatch(/^\[hello\] /m);
+    expect(dev.output()).toContain(
+      'Webhooks to loopback addresses (127.0.0.0/8, ::1) are ALLOWED in local mode',
+    );
+    expect(dev.output()).toMatch(/^\[hello\] /m);
   });
 
   it('calls hello synchronously', async () => {
@@ -314,25 +210,20 @@ describe('apphost dev (e2e)', () => {
     );
     expect(stream.status).toBe(200);
     await stream.text();
-    expect(output).toMatch(/"app":"hello".*"start":2/);
-    expect(output).not.toMatch(/"app":"stream".*"start":2/);
+    expect(dev.output()).toMatch(/"app":"hello".*"start":2/);
+    expect(dev.output()).not.toMatch(/"app":"stream".*"start":2/);
   });
 
   it('stops everything it started on SIGTERM', async () => {
-    const pids = descendants(child.pid!);
+    const pids = descendants(dev.child.pid!);
     // nats-server and three runtimes at least
     expect(pids.length).toBeGreaterThanOrEqual(4);
-    child.kill('SIGTERM');
-    const code = await Promise.race([
-      exit,
-      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)),
-    ]);
-    expect(code).toBe(0);
+    expect(await dev.stop()).toBe(0);
     await until(
       'every child process to be gone',
       () => (pids.every((p) => !alive(p)) ? true : undefined),
       10_000,
     );
-    expect(output).toContain('"msg":"stopped"');
+    expect(dev.output()).toContain('"msg":"stopped"');
   });
 });
