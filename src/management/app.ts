@@ -16,7 +16,7 @@ import { registerDomainRoutes } from './routes/domains.ts';
 import { registerRunTokenRoutes } from './routes/run-tokens.ts';
 import { registerRunRoutes } from './routes/runs.ts';
 import { registerServiceAccountRoutes } from './routes/service-accounts.ts';
-import { type Authenticator, createAuthenticator } from './service-accounts.ts';
+import { type Authenticator, createAuthenticator, type Principal } from './service-accounts.ts';
 import type { ManagementStore } from './store/types.ts';
 
 export interface ManagementApiDeps {
@@ -118,7 +118,17 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
     const seconds = (performance.now() - started) / 1000;
     requests.inc({ method: ctx.method, route, status: String(ctx.status) });
     duration.observe({ method: ctx.method, route }, seconds);
-    log.info({ method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) }, 'request');
+    const principal = ctx.state.principal as Principal | undefined;
+    log.info(
+      {
+        method: ctx.method,
+        route,
+        status: ctx.status,
+        ms: Math.round(seconds * 1000),
+        ...(principal ? { projectId: principal.projectId, serviceAccount: principal.serviceAccount } : {}),
+      },
+      'request',
+    );
   });
   app.use(router.routes());
   app.use(

@@ -55,6 +55,8 @@ export async function projectScope(ctx: RouterContext, deps: HandlerDeps): Promi
       'missing bearer token (Authorization: Bearer <SERVICE_ACCOUNT_TOKEN>)',
     );
   const principal = await deps.auth.authenticate(m[1]);
+  // For the access log: who acted (never the token).
+  ctx.state.principal = principal;
   const pathProject = ctx.params.project_id ?? '';
   const notFound = () => new ApiError(ErrorCode.NotFound, `project ${pathProject.slice(0, 63)} not found`);
   if (principal.projectId !== pathProject) throw notFound();

@@ -36,6 +36,7 @@ export const ManagementEnv = z.object({
   APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS: int(DEFAULT_SETTINGS.lastUsedIntervalSeconds),
   APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS: int(DEFAULT_SETTINGS.maxRunTokenDays, 1),
   APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS: int(10, 1),
+  APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS: int(2),
   APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS: int(10, 1),
   APPHOST_MANAGEMENT_SHUTDOWN_SECONDS: int(15, 1),
 });
@@ -56,7 +57,10 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
 
   const kc = loadKubeConfig(cfg.KUBECONFIG);
   const store = withDeadline(
-    createKubeStore(kc, { keysNamespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE }),
+    createKubeStore(kc, {
+      keysNamespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
+      namespaceCacheMs: cfg.APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS * 1000,
+    }),
     backendMs,
     'the Kubernetes API',
   );

@@ -16,6 +16,7 @@ import {
 } from '../../apis/v1alpha1/types.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { generateSigningKey, type KeySet, rotate } from '../../shared/run-tokens.ts';
+import { reuseKubeConnections } from './kube-connection.ts';
 import { isKubeConflict, isKubeNotFound, mapKubeError } from './kube-errors.ts';
 import type { Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
 
@@ -39,21 +40,34 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 export interface KubeStoreOptions {
   /** Namespace of the run-token keys Secret (the platform's own namespace). */
   keysNamespace: string;
+  /** How long a project → namespace lookup is reused (a deleted project may be seen this long). */
+  namespaceCacheMs?: number;
   now?: () => Date;
 }
+
+export const DEFAULT_NAMESPACE_CACHE_MS = 2_000;
 
 const crd = { group: GROUP, version: VERSION } as const;
 
 export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): ManagementStore {
+  reuseKubeConnections(kc);
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const now = opts.now ?? (() => new Date());
 
+  const cacheMs = opts.namespaceCacheMs ?? DEFAULT_NAMESPACE_CACHE_MS;
+  const namespaces = new Map<string, { namespace: string | undefined; at: number }>();
+
   async function namespaceOf(projectId: string): Promise<string | undefined> {
     if (projectId === '' || projectId.length > 63 || !LABEL_VALUE.test(projectId)) return undefined;
+    const t = now().getTime();
+    const hit = namespaces.get(projectId);
+    if (hit && t - hit.at < cacheMs) return hit.namespace;
     try {
       const list = await core.listNamespace({ labelSelector: `${PROJECT_LABEL}=${projectId}` });
       const ns = list.items.find((n) => n.status?.phase !== 'Terminating' && !n.metadata?.deletionTimestamp);
+      if (namespaces.size > 10_000) namespaces.clear();
+      namespaces.set(projectId, { namespace: ns?.metadata?.name, at: t });
       return ns?.metadata?.name;
     } catch (err) {
       throw mapKubeError(err, `project ${projectId}`);
