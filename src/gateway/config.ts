@@ -22,6 +22,8 @@ export const GatewayEnv = z.object({
   APPHOST_PLATFORM_KEY: z.string().min(16, 'APPHOST_PLATFORM_KEY must be at least 16 characters'),
   APPHOST_RUN_TOKEN_KEYS_FILE: z.string().min(1),
   APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, 1_000),
+  APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
+  APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(10_000),
   APPHOST_RUN_WORKER: bool(true),
   APPHOST_GATEWAY_MAX_BODY_BYTES: int(G.maxBodyBytes, 1),
   APPHOST_GATEWAY_SYNC_TIMEOUT_MS: int(G.syncTimeoutMs, 1),

@@ -19,6 +19,7 @@ import { createSecretBox } from '../shared/secretbox.ts';
 import { ensureWebhooksStream } from '../webhooks/stream.ts';
 import { type GatewayEnv, gatewaySettings, runWorkerSettings } from './config.ts';
 import { createGateway, type Gateway } from './gateway.ts';
+import { cachedRunTokenVerifier } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
 export const NATS_CONNECT_TIMEOUT_MS = 10_000;
@@ -81,7 +82,10 @@ export async function serveGateway(opts: {
   const secretBox = createSecretBox(env.APPHOST_PLATFORM_KEY);
   const gateway = createGateway({
     resolver,
-    verifyRunToken: createRunTokenVerifier(() => keys),
+    verifyRunToken: cachedRunTokenVerifier(
+      createRunTokenVerifier(() => keys),
+      { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
+    ),
     nc,
     secretBox,
     log: log.child({ component: 'gateway' }),

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import type { RunTokenClaims } from '../shared/run-tokens.ts';
+import { cachedRunTokenVerifier } from './token-cache.ts';
+
+describe('cachedRunTokenVerifier', () => {
+  const claims = (exp: number): RunTokenClaims => ({
+    projectId: 'p',
+    expiresAt: new Date(exp),
+    tokenId: 'j',
+  });
+
+  it('verifies once per token within the ttl, again after it, and never past expiry', async () => {
+    let t = 1_000;
+    const calls: string[] = [];
+    const v = cachedRunTokenVerifier(
+      async (tok) => {
+        calls.push(tok);
+        return claims(tok === 'short' ? 1_500 : 100_000);
+      },
+      { ttlMs: 10_000, maxEntries: 10, now: () => t },
+    );
+    await v('a');
+    await v('a');
+    expect(calls).toEqual(['a']);
+    t = 12_000;
+    await v('a');
+    expect(calls).toEqual(['a', 'a']);
+    await v('short');
+    t = 12_000 + 1; // past the token's own expiry
+    await v('short');
+    expect(calls.filter((c) => c === 'short')).toHaveLength(2);
+  });
+
+  it('never caches a failure and evicts the oldest entry when full', async () => {
+    const calls: string[] = [];
+    const v = cachedRunTokenVerifier(
+      async (tok) => {
+        calls.push(tok);
+        if (tok === 'bad') throw new Error('invalid');
+        return claims(4_000_000_000_000);
+      },
+      { ttlMs: 60_000, maxEntries: 2 },
+    );
+    await expect(v('bad')).rejects.toThrow();
+    await expect(v('bad')).rejects.toThrow();
+    await v('x');
+    await v('y');
+    await v('z'); // evicts x
+    await v('y');
+    await v('x');
+    expect(calls).toEqual(['bad', 'bad', 'x', 'y', 'z', 'x']);
+  });
+
+  it('is a pass-through when disabled', async () => {
+    let n = 0;
+    const v = cachedRunTokenVerifier(
+      async () => {
+        n++;
+        return claims(4_000_000_000_000);
+      },
+      { ttlMs: 0, maxEntries: 10 },
+    );
+    await v('a');
+    await v('a');
+    expect(n).toBe(2);
+  });
+});

@@ -1,0 +1,34 @@
+/**
+ * Remembers run tokens that verified, so a caller's repeated calls skip the Ed25519 verification
+ * (the largest CPU cost of a sync call in profiles). Only successes are cached; an entry lives until
+ * the token expires or `ttlMs` passes, whichever is first — so a key removed from the key set stops
+ * being honoured at most `ttlMs` later.
+ */
+import type { RunTokenClaims, RunTokenVerifier } from '../shared/run-tokens.ts';
+
+export function cachedRunTokenVerifier(
+  verify: RunTokenVerifier,
+  opts: { ttlMs: number; maxEntries: number; now?: () => number },
+): RunTokenVerifier {
+  if (opts.ttlMs <= 0 || opts.maxEntries <= 0) return verify;
+  const now = opts.now ?? Date.now;
+  const cache = new Map<string, { claims: RunTokenClaims; until: number }>();
+  return async (token) => {
+    const hit = cache.get(token);
+    const t = now();
+    if (hit && hit.until > t) return hit.claims;
+    if (hit) cache.delete(token);
+    const claims = await verify(token);
+    if (cache.size >= opts.maxEntries) {
+      // Map iterates in insertion order: drop the oldest entry.
+      const oldest = cache.keys().next().value;
+      if (oldest !== undefined) cache.delete(oldest);
+    }
+    const exp = claims.expiresAt.getTime();
+    cache.set(token, {
+      claims,
+      until: Number.isFinite(exp) ? Math.min(t + opts.ttlMs, exp) : t + opts.ttlMs,
+    });
+    return claims;
+  };
+}
