@@ -29,11 +29,17 @@ export const LOCAL_NATS_CONNECT_TIMEOUT_MS = 20_000;
 /** Bound on the run worker and the webhook dispatcher finishing in-flight work on exit (then redelivered). */
 export const LOCAL_STOP_BOUND_MS = 10_000;
 
-function listen(server: Server, port: number, host: string): Promise<number> {
+function listen(server: Server, port: number, host: string, flag: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const onError = (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new Error(`${host}:${port} is already in use; choose another with ${flag} (0 = any free port)`)
+          : err,
+      );
+    server.once('error', onError);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', onError);
       const a = server.address();
       resolve(typeof a === 'object' && a ? a.port : port);
     });
@@ -130,8 +136,13 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       async start() {
         await worker.start();
         await dispatcher.start();
-        platform.apiPort = await listen(apiServer, opts.port, opts.host);
-        platform.managementPort = await listen(managementServer, opts.managementPort, opts.host);
+        platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
+        platform.managementPort = await listen(
+          managementServer,
+          opts.managementPort,
+          opts.host,
+          '--management-port',
+        );
         ops = await startOpsServer({
           port: opts.opsPort,
           host: opts.host,
