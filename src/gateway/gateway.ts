@@ -9,6 +9,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import Koa from 'koa';
 import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
+import { RUNS_MAX_MSG_BYTES } from '../runs/infrastructure.ts';
 import { createRunStore, type RunStore } from '../runs/store.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
@@ -99,6 +100,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
     );
   };
 
+  const maxJobBytes = () => Math.min(deps.nc.info?.max_payload ?? 1024 * 1024, RUNS_MAX_MSG_BYTES);
+
   let draining = false;
   let inflight = 0;
   let idle: (() => void) | undefined;
@@ -137,7 +140,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       maxBodyBytes: settings.maxBodyBytes,
       retryAfterSeconds: settings.retryAfterSeconds,
     });
-    if (run.async) await runAsync(ctx, run, { js, store, settings, now });
+    if (run.async) await runAsync(ctx, run, { js, store, settings, now, maxJobBytes });
     else await runSync(ctx, run, { dispatcher, settings, now, enqueueWebhook });
   });
 

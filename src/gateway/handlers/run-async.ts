@@ -17,6 +17,8 @@ export interface RunAsyncDeps {
   store(): Promise<RunStore>;
   settings: GatewaySettings;
   now: () => Date;
+  /** Largest RunJob message NATS takes (server max_payload, capped by the RUNS stream's max_msg_size). */
+  maxJobBytes(): number;
 }
 
 export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunAsyncDeps): Promise<void> {
@@ -36,8 +38,16 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
     acceptedAt,
     gracePeriodSeconds: run.app.gracePeriodSeconds,
   };
+  const payload = JSON.stringify(job);
+  const limit = deps.maxJobBytes();
+  if (Buffer.byteLength(payload) > limit) {
+    // The body travels base64-encoded inside the job, so async bodies are limited to ~3/4 of this.
+    throw new ApiError(ErrorCode.PayloadTooLarge, `request body is too large for an async run`, {
+      details: { limitBytes: Math.floor((limit * 3) / 4) - 4096 },
+    });
+  }
   try {
-    await deps.js.publish(runSubject(job.projectId, job.appName), JSON.stringify(job), {
+    await deps.js.publish(runSubject(job.projectId, job.appName), payload, {
       msgID: requestId,
       timeout: deps.settings.publishTimeoutMs,
     });

@@ -220,6 +220,12 @@ describe('async runs', () => {
     expect(after).toBe(before);
   });
 
+  it('an async body too large for a queue message is refused with 413, not 503', async () => {
+    const r = await runAsync('hello', 'echo', { pad: 'x'.repeat(1_200_000) });
+    expect(r.status).toBe(413);
+    expect(JSON.parse(r.text).error.code).toBe('payload_too_large');
+  });
+
   it('cancelling a running run aborts it and ends it cancelled', async () => {
     const r = await runAsync('hello', 'sleep', { seconds: 20 });
     const runId = String(r.headers['x-request-id']);
