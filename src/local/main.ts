@@ -1,10 +1,13 @@
 /** `apphost dev` entrypoint: flags, real dependencies, signals. */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { createLogger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import type { StartPlatform } from './dev.ts';
 import { startDev } from './dev.ts';
 import { DEV_USAGE, DevUsageError, parseDevOptions } from './options.ts';
+import { startOrphanGuard } from './orphan-guard.ts';
 import { nodeSpawner, trackingSpawner } from './spawner.ts';
 
 /** Bound on a graceful stop of everything (apps drain within their own grace periods inside it). */
@@ -26,9 +29,14 @@ export async function runDev(argv: string[], env: NodeJS.ProcessEnv): Promise<nu
     return 0;
   }
   const log = createLogger({ name: 'apphost-dev', level: opts.logLevel });
-  const spawner = trackingSpawner(nodeSpawner);
-  // Last resort: whatever path ends this process, no app or nats-server outlives it.
-  process.on('exit', () => spawner.killAll());
+  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+  const guard = startOrphanGuard(join(opts.stateDir, `children-${process.pid}`));
+  const spawner = trackingSpawner(nodeSpawner, (pids) => guard.update(pids));
+  // Last resort: whatever path ends this process, no app or nats-server outlives it (SIGKILL: the guard).
+  process.on('exit', () => {
+    spawner.killAll();
+    guard.disarm();
+  });
   const startPlatform: StartPlatform = async (deps) =>
     (await import('./platform.ts')).startLocalPlatform(deps);
   let session: Awaited<ReturnType<typeof startDev>>;

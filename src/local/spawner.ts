@@ -79,19 +79,30 @@ export interface TrackingSpawner extends Spawner {
   live(): number[];
 }
 
-/** Remembers live children so nothing outlives this process even when a graceful stop is cut short. */
-export function trackingSpawner(inner: Spawner): TrackingSpawner {
+/**
+ * Remembers live children so nothing outlives this process even when a graceful stop is cut short;
+ * `onChange` hears the live pids after every start and exit.
+ */
+export function trackingSpawner(
+  inner: Spawner,
+  onChange: (pids: number[]) => void = () => {},
+): TrackingSpawner {
   const live = new Set<ChildHandle>();
+  const pids = () => [...live].map((c) => c.pid).filter((p): p is number => p !== undefined);
   return {
     spawn(spec, onLine) {
       const child = inner.spawn(spec, onLine);
       live.add(child);
-      void child.exited.then(() => live.delete(child));
+      onChange(pids());
+      void child.exited.then(() => {
+        live.delete(child);
+        onChange(pids());
+      });
       return child;
     },
     killAll() {
       for (const c of live) c.kill('SIGKILL');
     },
-    live: () => [...live].map((c) => c.pid).filter((p): p is number => p !== undefined),
+    live: pids,
   };
 }

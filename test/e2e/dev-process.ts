@@ -118,16 +118,17 @@ export async function startDevProcess(opts: {
     output += c.toString();
   });
   const exit = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const seen = new Set<number>();
   const kill = () => {
-    if (child.exitCode !== null || child.pid === undefined) return;
-    for (const pid of descendants(child.pid)) {
+    // Children seen while it ran: they are no longer its descendants once it is gone.
+    for (const pid of [...seen, ...(child.pid !== undefined ? descendants(child.pid) : [])]) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {
         // gone
       }
     }
-    child.kill('SIGKILL');
+    if (child.exitCode === null) child.kill('SIGKILL');
   };
   try {
     const creds = await until(
@@ -140,6 +141,7 @@ export async function startDevProcess(opts: {
       },
       DEV_START_TIMEOUT_MS,
     );
+    if (child.pid !== undefined) for (const pid of descendants(child.pid)) seen.add(pid);
     return {
       child,
       creds,
