@@ -6,7 +6,7 @@ export interface RunWorkerSettings {
   concurrency: number;
   /** JetStream ack_wait: a run whose worker stops heartbeating for this long is redelivered. */
   ackWaitMs: number;
-  /** Executions of one run (first delivery plus redeliveries) before it is marked `failure`. */
+  /** Started executions of one run (first plus re-executions after crashes) before it is marked `failure`. */
   maxExecutions: number;
   /** How long one pull request waits for a run before asking again. */
   pullExpiresMs: number;

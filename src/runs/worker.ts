@@ -6,7 +6,7 @@
  * the next execution runs the function again (`executions` counts them). While a run is alive the
  * worker heartbeats the message (`working()`) well inside `ackWaitMs`, so a merely long run is never
  * redelivered to a second worker. A run is bounded by its app's response grace period (→ `timeout`),
- * can be cancelled (→ `cancelled`), and gives up after `maxExecutions` deliveries (→ `failure`).
+ * can be cancelled (→ `cancelled`), and gives up after `maxExecutions` started executions (→ `failure`).
  */
 import { AckPolicy, type Consumer, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -161,16 +161,18 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     const runLog = log.child({ requestId: job.requestId, project: job.projectId, app: job.appName });
     const s = store as RunStore;
 
-    if (msg.info.deliveryCount > settings.maxExecutions) {
+    // The cap counts executions that started (from the record), not deliveries: a message handed
+    // back unexecuted by a stopping worker does not use up an execution.
+    const current = await s.get(job.projectId, job.appName, job.requestId);
+    if (current?.state === 'running' && current.executions >= settings.maxExecutions) {
       const outcome: RunOutcome = {
         state: 'failure',
         error: {
           code: 'redelivery_exhausted',
-          message: `the run was started ${settings.maxExecutions} times without finishing`,
+          message: `the run was started ${current.executions} times without finishing`,
         },
       };
       await complete(msg, job, outcome, runLog);
-      msg.term('redelivery cap');
       return;
     }
 
@@ -313,8 +315,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         durable_name: settings.consumerName,
         ack_policy: AckPolicy.Explicit,
         ack_wait: nanos(settings.ackWaitMs),
-        // One more than maxExecutions so the worker sees the exhausted run and records `failure`.
-        max_deliver: settings.maxExecutions + 1,
+        // Unlimited: the worker itself fails a run after maxExecutions started executions.
+        max_deliver: -1,
         max_ack_pending: Math.max(settings.concurrency * 4, 64),
       };
       try {

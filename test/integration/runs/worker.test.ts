@@ -310,6 +310,43 @@ describe('cancelling a queued run', () => {
   });
 });
 
+describe('redelivery cap', () => {
+  it('a run delivered more often than maxExecutions is marked failure', async () => {
+    await worker.stop(10_000);
+    const capped = {
+      ...DEFAULT_RUN_WORKER_SETTINGS,
+      ackWaitMs: ACK_WAIT_MS,
+      pullExpiresMs: 1_000,
+      maxExecutions: 1,
+    };
+    const first = createRunWorker({
+      nc,
+      resolver,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: capped,
+    });
+    await first.start();
+    const r = await runAsync('hello', 'sleep', { seconds: 20 });
+    const runId = String(r.headers['x-request-id']);
+    await waitForState('hello', runId, ['running']);
+    // Stopping with no grace hands the running run back to JetStream: its second delivery is over the cap.
+    await first.stop(0);
+    worker = createRunWorker({
+      nc,
+      resolver,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: capped,
+    });
+    await worker.start();
+    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout', 'cancelled']);
+    expect(rec.state).toBe('failure');
+    expect(rec.error?.code).toBe('redelivery_exhausted');
+    expect(rec.executions).toBe(1);
+  });
+});
+
 describe('NATS outage', () => {
   it('an async call is refused with 503 queue_unavailable while NATS is down', async () => {
     await nats.stop({ keepStore: true });
