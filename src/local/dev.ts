@@ -4,6 +4,7 @@
  * (local resolver, memory store, loopback-allowed webhooks).
  */
 
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
@@ -129,6 +130,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
   };
   try {
     const folder = loadAppsFolder(opts.appsDir);
+    if (folder.apps.some((a) => a.manifest.spec.runtime === 'cortex')) checkPython(opts.python);
     const state = await loadOrCreateState(opts.stateDir);
 
     let natsUrl = opts.natsUrl;
@@ -139,7 +141,13 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
         throw new Error(
           "nats-server not found on PATH or in $APPHOST_CACHE/bin: run 'make deps-tools' (or set NATS_URL to a NATS server with JetStream)",
         );
-      const nats = await startLocalNats({ binary, spawner: deps.spawner, log, output: deps.output });
+      const nats = await startLocalNats({
+        binary,
+        spawner: deps.spawner,
+        log,
+        output: deps.output,
+        verbose: opts.logLevel === 'debug' || opts.logLevel === 'trace',
+      });
       cleanups.push({ name: 'nats-server', run: nats.stop });
       natsUrl = nats.url;
       natsStarted = true;
@@ -288,4 +296,20 @@ async function seedDomains(store: LocalStore, projectId: string, domains: Domain
     await store.createDomain(projectId, { domainId: d.metadata.name, hostname: d.spec.hostname });
     if (d.spec.appName) await store.assignDomain(projectId, d.metadata.name, d.spec.appName);
   }
+}
+
+/** Bound on checking that the Python runtime can be imported. */
+export const PYTHON_CHECK_TIMEOUT_MS = 30_000;
+
+/** Fails early, with the fix, when the python given cannot run the Cortex runtime. */
+export function checkPython(python: string): void {
+  const r = spawnSync(python, ['-c', 'import apphost_runtime'], {
+    encoding: 'utf8',
+    timeout: PYTHON_CHECK_TIMEOUT_MS,
+  });
+  if (r.status === 0) return;
+  const why = r.error ? r.error.message : (r.stderr.trim().split('\n').pop() ?? `exit code ${r.status}`);
+  throw new Error(
+    `${python} cannot run the Python runtime (${why}); run 'make deps-python' or pass --python (or APPHOST_PYTHON) a python with apphost_runtime installed`,
+  );
 }

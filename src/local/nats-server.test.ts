@@ -19,6 +19,7 @@ describe('startLocalNats (real nats-server)', () => {
         spawner: nodeSpawner,
         log: silentLogger(),
         output: (l) => lines.push(l),
+        verbose: true,
       });
       const nc = await connect({ servers: nats.url });
       const jsm = await jetstreamManager(nc);

@@ -32,6 +32,8 @@ export async function startLocalNats(deps: {
   spawner: Spawner;
   log: Logger;
   output: (line: string) => void;
+  /** Also show the server's [INF] lines. */
+  verbose?: boolean;
   settings?: Partial<LocalNatsSettings>;
 }): Promise<LocalNats> {
   const s = { ...DEFAULT_LOCAL_NATS_SETTINGS, ...deps.settings };
@@ -44,7 +46,10 @@ export async function startLocalNats(deps: {
       cwd: dir,
       env: process.env,
     },
-    (_stream, line) => deps.output(`[nats] ${line}`),
+    // Its informational start-up banner is noise here; warnings and errors are shown.
+    (_stream, line) => {
+      if (deps.verbose || !line.includes('[INF]')) deps.output(`[nats] ${line}`);
+    },
   );
   let exited = false;
   void child.exited.then(() => {
