@@ -124,10 +124,12 @@ it('a run survives a SIGKILL of the gateway mid-run and its webhook is still del
 
   const first = await startGatewayProcess(env, 'first');
   const marker = join(dir, 'starts');
+  // Every execution blocks until `gate` exists: the first cannot finish before the kill.
+  const gate = join(dir, 'gate');
   const secret = 'whsec-crash-test';
   const endpoint = `${receiver.url}/hook`;
   const res = await request(
-    `http://127.0.0.1:${first.port}/v4/${P}/hello/started_then_sleep?async=true&webhookEndpoint=${encodeURIComponent(endpoint)}`,
+    `http://127.0.0.1:${first.port}/v4/${P}/hello/gated?async=true&webhookEndpoint=${encodeURIComponent(endpoint)}`,
     {
       method: 'POST',
       headers: {
@@ -135,7 +137,7 @@ it('a run survives a SIGKILL of the gateway mid-run and its webhook is still del
         'content-type': 'application/json',
         'x-webhook-secret': secret,
       },
-      body: JSON.stringify({ marker, seconds: 3 }),
+      body: JSON.stringify({ marker, gate }),
     },
   );
   expect(res.statusCode).toBe(202);
@@ -150,6 +152,12 @@ it('a run survives a SIGKILL of the gateway mid-run and its webhook is still del
   expect(mid?.state).toBe('running');
 
   await startGatewayProcess({ ...env, APPHOST_OPS_PORT: String(await freePort()) }, 'second');
+  await waitFor(
+    'the run was redelivered and started again',
+    async () => readFileSync(marker, 'utf8').trim().split('\n').length === 2,
+    RUN_WAIT_MS,
+  );
+  writeFileSync(gate, '');
   dispatcher = createWebhookDispatcher({
     nc,
     secretBox: createSecretBox(PLATFORM_KEY),
@@ -181,5 +189,5 @@ it('a run survives a SIGKILL of the gateway mid-run and its webhook is still del
     .update(`${runId.run_id}.${ts}.${d?.body}`, 'utf8')
     .digest('hex');
   expect(sig).toBe(`v1,${expected}`);
-  expect(d?.body).toContain('slept');
+  expect(d?.body).toContain('gated');
 });

@@ -2,7 +2,7 @@
  * Async runs end to end: gateway accept (202) → RUNS → run worker → the real Python runtime → run
  * record (and webhook job), on a private NATS server so the RUNS consumer is ours alone.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -115,7 +115,7 @@ beforeAll(async () => {
   store = createRunStore(await ensureRunsInfrastructure(jsm, new Kvm(nc)), nc);
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
   resolver.apps.push(
-    app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom'] }),
+    app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom', 'gated'] }),
     app('brief', { gracePeriodSeconds: 1 }),
   );
   gateway = createGateway({
@@ -155,21 +155,23 @@ afterAll(async () => {
 });
 
 describe('async runs', () => {
-  it('answers 202 {run_id} while the function still sleeps, then the run reaches success', async () => {
-    const marker = join(dir, 'slept');
-    const r = await runAsync('hello', 'sleep', { seconds: 3, marker });
+  it('answers 202 {run_id} while the function is still running, then the run reaches success', async () => {
+    const gate = join(dir, 'gate-202');
+    const marker = join(dir, 'started-202');
+    // The function cannot return before we create `gate`, which we do only after holding the 202.
+    const r = await runAsync('hello', 'gated', { gate, marker });
     expect(r.status).toBe(202);
-    // Ordering, not timing: the function has not finished when the 202 is in our hands.
-    expect(existsSync(marker)).toBe(false);
     expect(String(r.headers['content-type'])).toMatch(/^application\/json/);
     const runId = String(r.headers['x-request-id']);
     expect(JSON.parse(r.text)).toStrictEqual({ run_id: runId });
     expect(Object.keys(JSON.parse(r.text))).toEqual(['run_id']);
+    await waitFor('the function started', async () => existsSync(marker), RUN_WAIT_MS);
+    expect((await store.get(P, 'hello', runId))?.state).toBe('running');
+    writeFileSync(gate, '');
     const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
     expect(rec.state).toBe('success');
     expect(rec.responseStatus).toBe(200);
     expect(rec.executions).toBe(1);
-    expect(existsSync(marker)).toBe(true);
   });
 
   it('a raising function ends in failure', async () => {
