@@ -17,7 +17,15 @@ import { type Controller, createController } from './runtime/controller.ts';
 import { createEventRecorder } from './runtime/events.ts';
 import { combineHandlers } from './runtime/handlers.ts';
 import { createInformer, type Informer, type InformerHandlers, objectKey } from './runtime/informer.ts';
-import { createHttpKubeClient, type KubeClient, type KubeObject, Resources } from './runtime/kube-client.ts';
+import {
+  createHttpKubeClient,
+  type Deployment,
+  type Ingress,
+  type KubeClient,
+  type ObjectWithMeta,
+  Resources,
+  type Service,
+} from './runtime/kube-client.ts';
 import { createLeaderElector } from './runtime/leader-election.ts';
 import { createOperatorMetrics } from './runtime/metrics.ts';
 import type { OperatorSettings } from './settings.ts';
@@ -66,9 +74,9 @@ export function createOperator(deps: OperatorDeps): Operator {
   // Controllers are created first (their enqueue is a no-op until they run); informers feed them.
   let apps!: Informer<App>;
   let domains!: Informer<DomainAssignment>;
-  let deployments!: Informer<KubeObject>;
-  let services!: Informer<KubeObject>;
-  let ingresses!: Informer<KubeObject>;
+  let deployments!: Informer<Deployment>;
+  let services!: Informer<Service>;
+  let ingresses!: Informer<Ingress>;
 
   const appController: Controller = createController({
     name: 'app',
@@ -108,7 +116,7 @@ export function createOperator(deps: OperatorDeps): Operator {
   const enqueueDomain = (k: string) => domainController.enqueue(k);
   const allDomains = () => domains.list();
 
-  const informer = <T extends KubeObject>(
+  const informer = <T extends ObjectWithMeta>(
     type: (typeof Resources)[keyof typeof Resources],
     handlers: InformerHandlers<T>,
     labelSelector?: string,
@@ -124,33 +132,21 @@ export function createOperator(deps: OperatorDeps): Operator {
       ...(labelSelector ? { labelSelector } : {}),
     });
 
-  apps = informer<App & KubeObject>(
+  apps = informer<App>(
     Resources.App,
-    combineHandlers<App & KubeObject>(
-      appHandlers(enqueueApp),
-      appToDomainHandlers(enqueueDomain, allDomains),
-    ),
-  ) as unknown as Informer<App>;
-  domains = informer<DomainAssignment & KubeObject>(
-    Resources.DomainAssignment,
-    domainHandlers(enqueueDomain, allDomains),
-  ) as unknown as Informer<DomainAssignment>;
-  deployments = informer(Resources.Deployment, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
-  services = informer(Resources.Service, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
+    combineHandlers<App>(appHandlers(enqueueApp), appToDomainHandlers(enqueueDomain, allDomains)),
+  );
+  domains = informer<DomainAssignment>(Resources.DomainAssignment, domainHandlers(enqueueDomain, allDomains));
+  deployments = informer<Deployment>(Resources.Deployment, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
+  services = informer<Service>(Resources.Service, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
   // Our Ingresses all live in the gateway's namespace.
-  ingresses = informer(
+  ingresses = informer<Ingress>(
     Resources.Ingress,
     ingressHandlers(enqueueDomain),
     MANAGED_SELECTOR,
     s.gatewayNamespace,
   );
-  const informers: Informer<KubeObject>[] = [
-    apps as unknown as Informer<KubeObject>,
-    domains as unknown as Informer<KubeObject>,
-    deployments,
-    services,
-    ingresses,
-  ];
+  const informers: Informer<ObjectWithMeta>[] = [apps, domains, deployments, services, ingresses];
 
   const elector = createLeaderElector({
     client,

@@ -2,10 +2,10 @@
 import type { App } from '../../apis/v1alpha1/types.ts';
 import type { InformerHandlers } from '../runtime/informer.ts';
 import { objectKey } from '../runtime/informer.ts';
-import type { KubeObject } from '../runtime/kube-client.ts';
+import type { ObjectWithMeta } from '../runtime/kube-client.ts';
 
 /** The App that controls an owned object (Deployment, Service), by its controller owner reference. */
-export function ownerAppKey(obj: KubeObject): string | undefined {
+export function ownerAppKey(obj: ObjectWithMeta): string | undefined {
   const ref = obj.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'App');
   return ref && obj.metadata.namespace ? `${obj.metadata.namespace}/${ref.name}` : undefined;
 }
@@ -16,8 +16,8 @@ export function appHandlers(enqueue: (key: string) => void): InformerHandlers<Ap
 }
 
 /** Changes to owned objects (drift, deletion, rollout progress) bring their App back. */
-export function ownedHandlers(enqueue: (key: string) => void): InformerHandlers<KubeObject> {
-  const add = (o: KubeObject) => {
+export function ownedHandlers<T extends ObjectWithMeta>(enqueue: (key: string) => void): InformerHandlers<T> {
+  const add = (o: T) => {
     const key = ownerAppKey(o);
     if (key) enqueue(key);
   };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../apis/v1alpha1/types.ts';
 import { silentLogger } from '../../shared/log.ts';
-import type { KubeObject } from '../runtime/kube-client.ts';
+import type { Deployment, KubeObject, Service } from '../runtime/kube-client.ts';
 import { Resources } from '../runtime/kube-client.ts';
 import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
 import { createAppReconciler } from './reconciler.ts';
@@ -30,7 +30,7 @@ function app(opts: { deleting?: boolean; image?: string } = {}): App {
   };
 }
 
-const readyDeployment = (a: App): KubeObject => {
+const readyDeployment = (a: App): Deployment => {
   const d = makeDeployment(a, settings);
   return {
     ...d,
@@ -48,8 +48,8 @@ const readyDeployment = (a: App): KubeObject => {
 interface Row {
   name: string;
   app: App | undefined;
-  deployment?: KubeObject;
-  service?: KubeObject;
+  deployment?: Deployment;
+  service?: Service;
   fail?: [verb: string, resource: string];
   wantWrites: string[];
   wantEvents?: string[];
@@ -85,7 +85,7 @@ const table: Row[] = [
     app: steady,
     deployment: (() => {
       const d = readyDeployment(steady);
-      d.spec.template.spec.containers[0].image = 'someone-else:2';
+      d.spec.template.spec!.containers[0]!.image = 'someone-else:2';
       return d;
     })(),
     service: makeService(steady),

@@ -10,11 +10,13 @@ import type { ReconcileResult } from '../runtime/controller.ts';
 import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
 import {
+  type Deployment,
   isNotFound,
   type KubeClient,
-  type KubeObject,
+  type ObjectWithMeta,
   Resources,
   type ResourceType,
+  type Service,
 } from '../runtime/kube-client.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
@@ -27,8 +29,8 @@ export interface Lister<T> {
 
 export interface AppReconcilerDeps {
   apps: Lister<App>;
-  deployments: Lister<KubeObject>;
-  services: Lister<KubeObject>;
+  deployments: Lister<Deployment>;
+  services: Lister<Service>;
   client: Pick<KubeClient, 'apply' | 'mergePatch'>;
   events: EventRecorder;
   settings: DeploymentSettings;
@@ -49,7 +51,7 @@ export function splitKey(key: string): { namespace: string; name: string } {
 }
 
 /** Owned by this App (by uid), so ours to change. */
-export function isOwnedBy(obj: KubeObject, owner: { metadata: { uid?: string } }): boolean {
+export function isOwnedBy(obj: ObjectWithMeta, owner: { metadata: { uid?: string } }): boolean {
   return Boolean(obj.metadata.ownerReferences?.some((r) => r.controller && r.uid === owner.metadata.uid));
 }
 
@@ -58,7 +60,7 @@ class ConflictError extends Error {}
 export function createAppReconciler(
   deps: AppReconcilerDeps,
 ): (key: string) => Promise<ReconcileResult | undefined> {
-  const assertOurs = (app: App, type: ResourceType, live: KubeObject | undefined) => {
+  const assertOurs = (app: App, type: ResourceType, live: ObjectWithMeta | undefined) => {
     if (live && !isOwnedBy(live, app)) {
       throw new ConflictError(
         `a ${type.kind} named "${live.metadata.name}" already exists and is not managed by this App; rename or delete it`,
@@ -66,8 +68,13 @@ export function createAppReconciler(
     }
   };
 
-  const ensure = async (app: App, type: ResourceType, desired: KubeObject, live: KubeObject | undefined) => {
-    if (isInPlace(desired, live)) return live;
+  const ensure = async <T extends ObjectWithMeta>(
+    app: App,
+    type: ResourceType,
+    desired: T,
+    live: T | undefined,
+  ): Promise<T> => {
+    if (live && isInPlace(desired, live)) return live;
     deps.log.debug(
       {
         kind: type.kind,
@@ -109,7 +116,7 @@ export function createAppReconciler(
     if (!app || app.metadata.deletionTimestamp) return undefined;
     const now = kubeTime(deps.clock.now());
     const url = appUrl(app);
-    let deployment: KubeObject | undefined;
+    let deployment: Deployment | undefined;
     try {
       const liveDeployment = deps.deployments.get(namespace, name);
       const liveService = deps.services.get(namespace, name);

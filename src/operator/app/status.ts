@@ -2,10 +2,12 @@
  * App status as named transitions: Ready summarises whether the App's Deployment has rolled out with
  * every replica ready, and says why not (stuck rollout, replica failures, name conflict, apply error).
  */
+
+import type { V1DeploymentStatus } from '@kubernetes/client-node';
 import type { App, AppStatus, Condition } from '../../apis/v1alpha1/types.ts';
 import { setCondition } from '../runtime/conditions.ts';
 import { canonicalJson } from '../runtime/desired-state.ts';
-import type { KubeObject } from '../runtime/kube-client.ts';
+import type { Deployment } from '../runtime/kube-client.ts';
 
 export const ConditionType = { Ready: 'Ready' } as const;
 
@@ -19,17 +21,8 @@ export const AppReason = {
   ReconcileFailed: 'ReconcileFailed',
 } as const;
 
-interface DeploymentStatus {
-  observedGeneration?: number;
-  replicas?: number;
-  updatedReplicas?: number;
-  readyReplicas?: number;
-  availableReplicas?: number;
-  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
-}
-
 /** Why the Deployment is or is not ready, as a Ready condition (without its transition time). */
-export function deploymentReadiness(dep: KubeObject | undefined): Omit<Condition, 'lastTransitionTime'> {
+export function deploymentReadiness(dep: Deployment | undefined): Omit<Condition, 'lastTransitionTime'> {
   if (!dep)
     return {
       type: 'Ready',
@@ -37,8 +30,8 @@ export function deploymentReadiness(dep: KubeObject | undefined): Omit<Condition
       reason: AppReason.Pending,
       message: 'waiting for the Deployment',
     };
-  const want = (dep.spec?.replicas as number | undefined) ?? 1;
-  const st = (dep.status ?? {}) as DeploymentStatus;
+  const want = dep.spec?.replicas ?? 1;
+  const st: V1DeploymentStatus = dep.status ?? {};
   const stuck = st.conditions?.find(
     (c) => c.type === 'Progressing' && c.status === 'False' && c.reason === 'ProgressDeadlineExceeded',
   );
@@ -91,7 +84,7 @@ export function deploymentReadiness(dep: KubeObject | undefined): Omit<Condition
 export function computeAppStatus(
   app: App,
   opts: {
-    deployment: KubeObject | undefined;
+    deployment: Deployment | undefined;
     url: string;
     now: string;
     failure?: { reason: string; message: string };
@@ -105,7 +98,7 @@ export function computeAppStatus(
         message: opts.failure.message,
       }
     : deploymentReadiness(opts.deployment);
-  const st = (opts.deployment?.status ?? {}) as DeploymentStatus;
+  const st: V1DeploymentStatus = opts.deployment?.status ?? {};
   return {
     observedGeneration: app.metadata.generation ?? 0,
     conditions: setCondition(

@@ -2,7 +2,7 @@
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import type { InformerHandlers } from '../runtime/informer.ts';
 import { objectKey } from '../runtime/informer.ts';
-import type { KubeObject } from '../runtime/kube-client.ts';
+import type { ObjectWithMeta } from '../runtime/kube-client.ts';
 import { DOMAIN_ASSIGNMENT_ANNOTATION } from './resources/ingress.ts';
 
 export function domainHandlers(
@@ -49,8 +49,10 @@ export function appToDomainHandlers(
   };
 }
 
-export function ingressHandlers(enqueue: (key: string) => void): InformerHandlers<KubeObject> {
-  const add = (o: KubeObject) => {
+export function ingressHandlers<T extends ObjectWithMeta>(
+  enqueue: (key: string) => void,
+): InformerHandlers<T> {
+  const add = (o: T) => {
     const key = o.metadata.annotations?.[DOMAIN_ASSIGNMENT_ANNOTATION];
     if (key) enqueue(key);
   };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import { silentLogger } from '../../shared/log.ts';
-import { type KubeObject, Resources } from '../runtime/kube-client.ts';
+import { type Ingress, type KubeObject, Resources } from '../runtime/kube-client.ts';
 import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
 import { createDomainReconciler } from './reconciler.ts';
 import { FINALIZER, ingressName, makeIngress } from './resources/ingress.ts';
@@ -46,7 +46,7 @@ interface Row {
   domain: DomainAssignment;
   others?: DomainAssignment[];
   apps?: string[];
-  ingress?: KubeObject;
+  ingress?: Ingress;
   wantWrites: string[];
   wantReason?: string;
 }
@@ -124,8 +124,10 @@ describe('DomainAssignment reconciler', () => {
     await reconcile('p1/dom-1');
     expect(client.writes.map((w) => `${w.verb} ${w.resource} ${w.name}`)).toEqual(row.wantWrites);
     if (row.wantReason) {
-      const st = client.stored(Resources.DomainAssignment, { namespace: 'p1', name: 'dom-1' })?.status;
-      expect(st.conditions[0].reason).toBe(row.wantReason);
+      const st = client.stored(Resources.DomainAssignment, { namespace: 'p1', name: 'dom-1' })?.status as
+        | DomainAssignment['status']
+        | undefined;
+      expect(st?.conditions?.[0]?.reason).toBe(row.wantReason);
     }
   });
 

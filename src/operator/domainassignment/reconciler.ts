@@ -114,16 +114,21 @@ export function createDomainReconciler(
           `removed the route for ${da.spec.hostname}`,
         );
       }
-      await deps.client.mergePatch(
-        Resources.DomainAssignment,
-        { namespace, name },
-        {
-          metadata: {
-            finalizers: finalizers.filter((f) => f !== FINALIZER),
-            resourceVersion: da.metadata.resourceVersion,
+      try {
+        await deps.client.mergePatch(
+          Resources.DomainAssignment,
+          { namespace, name },
+          {
+            metadata: {
+              finalizers: finalizers.filter((f) => f !== FINALIZER),
+              resourceVersion: da.metadata.resourceVersion,
+            },
           },
-        },
-      );
+        );
+      } catch (err) {
+        // Already gone: an earlier pass (seen through a stale cache) removed the finalizer.
+        if (!isNotFound(err)) throw err;
+      }
       return undefined;
     }
     if (!finalizers.includes(FINALIZER)) {

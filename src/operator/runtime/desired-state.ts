@@ -4,7 +4,7 @@
  * and the hash of our last applied intent, so a field we stop setting is also noticed.
  */
 import { createHash } from 'node:crypto';
-import type { KubeObject } from './kube-client.ts';
+import type { ObjectWithMeta } from './kube-client.ts';
 
 /** Annotation holding the hash of what we last applied. */
 export const APPLIED_HASH_ANNOTATION = 'apphost.dev/applied-hash';
@@ -26,7 +26,7 @@ export function intentHash(obj: unknown): string {
 }
 
 /** Stamps the intent hash (computed without the annotation itself) onto a desired object. */
-export function withIntentHash<T extends KubeObject>(obj: T): T {
+export function withIntentHash<T extends ObjectWithMeta>(obj: T): T {
   const hash = intentHash(obj);
   return {
     ...obj,
@@ -95,7 +95,7 @@ export function isSubset(desired: unknown, actual: unknown, quantity = false): b
 }
 
 /** Whether `live` already is what `desired` (stamped with withIntentHash) asks for. */
-export function isInPlace(desired: KubeObject, live: KubeObject | undefined): boolean {
+export function isInPlace(desired: ObjectWithMeta, live: ObjectWithMeta | undefined): boolean {
   if (!live) return false;
   const want = desired.metadata.annotations?.[APPLIED_HASH_ANNOTATION];
   if (want && live.metadata.annotations?.[APPLIED_HASH_ANNOTATION] !== want) return false;

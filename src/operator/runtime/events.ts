@@ -5,13 +5,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
-import { type KubeClient, type KubeObject, Resources } from './kube-client.ts';
+import { type KubeClient, type ObjectWithMeta, Resources } from './kube-client.ts';
 
 export const EventType = { Normal: 'Normal', Warning: 'Warning' } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
 export interface EventRecorder {
-  record(obj: KubeObject, type: EventType, reason: string, message: string): Promise<void>;
+  record(obj: ObjectWithMeta, type: EventType, reason: string, message: string): Promise<void>;
 }
 
 export const REPORTING_COMPONENT = 'apphost-operator';
@@ -25,7 +25,7 @@ export function createEventRecorder(opts: {
   identity: string;
 }): EventRecorder {
   let inFlight = 0;
-  const send = async (obj: KubeObject, type: EventType, reason: string, message: string) => {
+  const send = async (obj: ObjectWithMeta, type: EventType, reason: string, message: string) => {
     const now = new Date(opts.clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     const ns = obj.metadata.namespace ?? 'default';
     await opts.client.create(Resources.Event, {

@@ -1,8 +1,10 @@
 /** Fans one informer's events out to several handler sets. */
 import type { InformerHandlers } from './informer.ts';
-import type { KubeObject } from './kube-client.ts';
+import type { ObjectWithMeta } from './kube-client.ts';
 
-export function combineHandlers<T extends KubeObject>(...sets: InformerHandlers<T>[]): InformerHandlers<T> {
+export function combineHandlers<T extends ObjectWithMeta>(
+  ...sets: InformerHandlers<T>[]
+): InformerHandlers<T> {
   return {
     onAdd: (o) => {
       for (const s of sets) s.onAdd?.(o);

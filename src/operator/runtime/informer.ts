@@ -5,7 +5,7 @@
  * missed event can never leave an object unreconciled for long.
  */
 import type { Logger } from '../../shared/log.ts';
-import { isGone, type KubeClient, type KubeObject, type ResourceType } from './kube-client.ts';
+import { isGone, type KubeClient, type ObjectWithMeta, type ResourceType } from './kube-client.ts';
 import { type BackoffSettings, backoffDelay } from './workqueue.ts';
 
 export interface InformerSettings {
@@ -15,14 +15,14 @@ export interface InformerSettings {
   backoff: BackoffSettings;
 }
 
-export interface InformerHandlers<T extends KubeObject> {
+export interface InformerHandlers<T extends ObjectWithMeta> {
   onAdd?(obj: T): void;
   onUpdate?(obj: T, old: T): void;
   onDelete?(obj: T): void;
   onResync?(obj: T): void;
 }
 
-export interface Informer<T extends KubeObject> {
+export interface Informer<T extends ObjectWithMeta> {
   get(namespace: string | undefined, name: string): T | undefined;
   list(): T[];
   /** True once the first list has filled the cache. */
@@ -36,7 +36,7 @@ export interface Informer<T extends KubeObject> {
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
   o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
 
-export function createInformer<T extends KubeObject>(opts: {
+export function createInformer<T extends ObjectWithMeta>(opts: {
   client: KubeClient;
   type: ResourceType;
   /** Watch one namespace only; all namespaces when absent. */

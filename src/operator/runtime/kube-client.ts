@@ -5,31 +5,76 @@
  */
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
-import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
+import {
+  HttpMethod,
+  type KubeConfig,
+  RequestContext,
+  type V1DeploymentSpec,
+  type V1DeploymentStatus,
+  type V1IngressSpec,
+  type V1ServiceSpec,
+} from '@kubernetes/client-node';
 import { fetch } from 'undici';
 import { API_VERSION, APP_PLURAL, DOMAIN_ASSIGNMENT_PLURAL } from '../../apis/v1alpha1/types.ts';
 
 /** The field manager every server-side apply of ours uses. */
 export const FIELD_MANAGER = 'apphost-operator';
 
-export interface KubeObject {
+/** Any object with Kubernetes metadata (our App/DomainAssignment types, or a KubeObject). */
+export interface ObjectWithMeta {
   apiVersion?: string;
   kind?: string;
-  metadata: {
-    name: string;
-    namespace?: string;
-    uid?: string;
-    generation?: number;
-    resourceVersion?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    ownerReferences?: OwnerReference[];
-    finalizers?: string[];
-    deletionTimestamp?: string;
-    creationTimestamp?: string;
-  };
-  // biome-ignore lint/suspicious/noExplicitAny: spec/status shapes differ per kind; callers narrow.
-  [field: string]: any;
+  metadata: ObjectMetadata;
+}
+
+export interface KubeObject extends ObjectWithMeta {
+  /** spec, status and the rest differ per kind: see the typed kinds below. */
+  [field: string]: unknown;
+}
+
+export interface ObjectMetadata {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  finalizers?: string[];
+  deletionTimestamp?: string;
+  creationTimestamp?: string;
+}
+
+/** The kinds we build and read, typed with @kubernetes/client-node's models (wire-compatible for these). */
+export interface Deployment extends KubeObject {
+  spec: V1DeploymentSpec;
+  status?: V1DeploymentStatus;
+}
+export interface Service extends KubeObject {
+  spec: V1ServiceSpec;
+}
+export interface Ingress extends KubeObject {
+  spec: V1IngressSpec;
+}
+/** Lease times are MicroTime strings on the wire (client-node's model types them as Date). */
+export interface LeaseSpec {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: string;
+  renewTime?: string;
+  leaseTransitions?: number;
+}
+export interface Lease extends KubeObject {
+  spec?: LeaseSpec;
+}
+/** The fields of a core/v1 Event the operator writes and tests read. */
+export interface KubeEvent extends KubeObject {
+  involvedObject?: { apiVersion?: string; kind?: string; name?: string; namespace?: string; uid?: string };
+  type?: string;
+  reason?: string;
+  message?: string;
+  source?: { component?: string };
 }
 
 export interface OwnerReference {
@@ -86,12 +131,12 @@ export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError
 export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.statusCode === 409;
 export const isGone = (err: unknown): boolean => err instanceof KubeApiError && err.statusCode === 410;
 
-export interface ListResult<T extends KubeObject = KubeObject> {
+export interface ListResult<T extends ObjectWithMeta = KubeObject> {
   items: T[];
   resourceVersion: string;
 }
 
-export interface WatchEvent<T extends KubeObject = KubeObject> {
+export interface WatchEvent<T extends ObjectWithMeta = KubeObject> {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
   object: T;
 }
@@ -100,13 +145,13 @@ export interface WatchEvent<T extends KubeObject = KubeObject> {
 export type WriteObserver = (verb: string, type: ResourceType) => void;
 
 export interface KubeClient {
-  get<T extends KubeObject>(type: ResourceType, ref: ObjectRef): Promise<T | undefined>;
-  list<T extends KubeObject>(
+  get<T extends ObjectWithMeta>(type: ResourceType, ref: ObjectRef): Promise<T | undefined>;
+  list<T extends ObjectWithMeta>(
     type: ResourceType,
     opts?: { namespace?: string; labelSelector?: string },
   ): Promise<ListResult<T>>;
   /** Streams watch events until the server ends the watch, `signal` aborts, or the idle bound passes. */
-  watch<T extends KubeObject>(
+  watch<T extends ObjectWithMeta>(
     type: ResourceType,
     opts: {
       resourceVersion: string;
@@ -117,12 +162,12 @@ export interface KubeClient {
       onEvent: (ev: WatchEvent<T>) => void;
     },
   ): Promise<void>;
-  create<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
-  replace<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
+  create<T extends ObjectWithMeta>(type: ResourceType, obj: T): Promise<T>;
+  replace<T extends ObjectWithMeta>(type: ResourceType, obj: T): Promise<T>;
   /** Server-side apply under FIELD_MANAGER with force (we are the only owner of what we set). */
-  apply<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
+  apply<T extends ObjectWithMeta>(type: ResourceType, obj: T): Promise<T>;
   /** JSON merge patch of the object or of its `status` subresource. */
-  mergePatch<T extends KubeObject>(
+  mergePatch<T extends ObjectWithMeta>(
     type: ResourceType,
     ref: ObjectRef,
     patch: unknown,
@@ -216,7 +261,7 @@ export function createHttpKubeClient(kc: KubeConfig, opts: HttpKubeClientOptions
       }
     },
 
-    async list<T extends KubeObject>(
+    async list<T extends ObjectWithMeta>(
       type: ResourceType,
       o: { namespace?: string; labelSelector?: string } = {},
     ) {

@@ -7,7 +7,7 @@
  */
 import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
-import { isConflict, type KubeClient, type KubeObject, Resources } from './kube-client.ts';
+import { isConflict, type KubeClient, type Lease, type LeaseSpec, Resources } from './kube-client.ts';
 
 export interface LeaderElectionSettings {
   namespace: string;
@@ -24,14 +24,6 @@ export interface LeaderElector {
   start(): void;
   stop(): Promise<void>;
   isLeader(): boolean;
-}
-
-interface LeaseSpec {
-  holderIdentity?: string;
-  leaseDurationSeconds?: number;
-  acquireTime?: string;
-  renewTime?: string;
-  leaseTransitions?: number;
 }
 
 /** Lease times are MicroTime: RFC 3339 with microseconds. */
@@ -69,7 +61,7 @@ export function createLeaderElector(opts: {
 
   const tryAcquireOrRenew = async (): Promise<boolean> => {
     const now = clock.now();
-    const lease = await client.get<KubeObject>(Resources.Lease, ref);
+    const lease = await client.get<Lease>(Resources.Lease, ref);
     if (!lease) {
       await client.create(Resources.Lease, {
         apiVersion: Resources.Lease.apiVersion,
@@ -79,7 +71,7 @@ export function createLeaderElector(opts: {
       });
       return true;
     }
-    const spec = (lease.spec ?? {}) as LeaseSpec;
+    const spec: LeaseSpec = lease.spec ?? {};
     const recordKey = `${spec.holderIdentity}|${spec.renewTime}|${lease.metadata.resourceVersion}`;
     if (observed?.key !== recordKey) observed = { key: recordKey, at: now };
     const holder = spec.holderIdentity ?? '';
@@ -152,8 +144,8 @@ export function createLeaderElector(opts: {
       await setLeader(false);
       if (wasLeader && s.releaseOnStop) {
         try {
-          const lease = await client.get<KubeObject>(Resources.Lease, ref);
-          if (lease && (lease.spec as LeaseSpec | undefined)?.holderIdentity === s.identity) {
+          const lease = await client.get<Lease>(Resources.Lease, ref);
+          if (lease && lease.spec?.holderIdentity === s.identity) {
             await client.replace(Resources.Lease, {
               ...lease,
               spec: {

@@ -6,7 +6,14 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../../src/apis/v1alpha1/types.ts';
-import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import {
+  type Deployment,
+  type KubeClient,
+  type KubeEvent,
+  type KubeObject,
+  Resources,
+  type Service,
+} from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { applyCrds, eventually, kubectl, type TestOperator, testClient, testOperator } from './helpers.ts';
 
@@ -23,10 +30,10 @@ const app = (name: string, spec: App['spec']) => ({
 });
 const get = (type: (typeof Resources)[keyof typeof Resources], name: string) =>
   client.get<KubeObject>(type, { namespace: ns, name });
-const readyOf = (a: KubeObject | undefined) =>
-  (a?.status?.conditions as Array<{ type: string; status: string; reason?: string }> | undefined)?.find(
-    (c) => c.type === 'Ready',
-  );
+const getApp = (name: string) => client.get<App>(Resources.App, { namespace: ns, name });
+const getDep = (name: string) => client.get<Deployment>(Resources.Deployment, { namespace: ns, name });
+const getSvc = (name: string) => client.get<Service>(Resources.Service, { namespace: ns, name });
+const readyOf = (a: App | undefined) => a?.status?.conditions?.find((c) => c.type === 'Ready');
 
 /** What a kubelet would do: mark every pod of the App running and ready. */
 async function makePodsReady(appName: string) {
@@ -105,12 +112,12 @@ describe('CRD validation', () => {
   });
 
   it('fills in defaults', async () => {
-    const created = await client.create<KubeObject>(
+    const created = await client.create(
       Resources.App,
-      app('defaults', { runtime: 'cortex', image: 'x/y:1', scaling: {} }) as KubeObject,
+      app('defaults', { runtime: 'cortex', image: 'x/y:1', scaling: {} }) as App,
     );
     expect(created.spec.responseGracePeriodSeconds).toBe(900);
-    expect(created.spec.scaling.minReplicas).toBe(1);
+    expect(created.spec.scaling?.minReplicas).toBe(1);
     await client.delete(Resources.App, { namespace: ns, name: 'defaults' });
   });
 });
@@ -130,10 +137,10 @@ describe('App → Deployment and Service', () => {
       }) as KubeObject,
     );
     await eventually('Deployment and Service', async () =>
-      Boolean((await get(Resources.Deployment, 'hello')) && (await get(Resources.Service, 'hello'))),
+      Boolean((await getDep('hello')) && (await getSvc('hello'))),
     );
-    const owner = await get(Resources.App, 'hello');
-    const dep = (await get(Resources.Deployment, 'hello'))!;
+    const owner = await getApp('hello');
+    const dep = (await getDep('hello'))!;
     expect(dep.metadata.ownerReferences).toEqual([
       expect.objectContaining({ kind: 'App', name: 'hello', uid: owner?.metadata.uid, controller: true }),
     ]);
@@ -144,9 +151,9 @@ describe('App → Deployment and Service', () => {
       'apphost.dev/app': 'hello',
     });
     expect(dep.spec.replicas).toBe(2);
-    const pod = dep.spec.template.spec;
+    const pod = dep.spec.template.spec!;
     expect(pod.terminationGracePeriodSeconds).toBe(130);
-    const c = pod.containers[0];
+    const c = pod.containers[0]!;
     expect(c.image).toBe('example.invalid/runtime-python:test');
     expect(c.command).toEqual([
       'python',
@@ -160,8 +167,8 @@ describe('App → Deployment and Service', () => {
       '120',
     ]);
     expect(c.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
-    expect(c.readinessProbe.httpGet).toMatchObject({ path: '/ready', port: 'http' });
-    expect(c.livenessProbe.httpGet).toMatchObject({ path: '/health', port: 'http' });
+    expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/ready', port: 'http' });
+    expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/health', port: 'http' });
     expect(c.resources).toEqual({
       requests: { cpu: '500m', memory: '256Mi' },
       limits: { memory: '256Mi', 'nvidia.com/gpu': '1' },
@@ -173,7 +180,7 @@ describe('App → Deployment and Service', () => {
       expect.objectContaining({ name: 'code', configMap: expect.objectContaining({ name: 'hello-code' }) }),
     ]);
 
-    const svc = (await get(Resources.Service, 'hello'))!;
+    const svc = (await getSvc('hello'))!;
     expect(svc.spec.selector).toEqual({ 'apphost.dev/app': 'hello' });
     expect(svc.spec.ports).toEqual([
       expect.objectContaining({ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }),
@@ -181,7 +188,7 @@ describe('App → Deployment and Service', () => {
     expect(svc.metadata.ownerReferences?.[0]?.uid).toBe(owner?.metadata.uid);
 
     await eventually('Events on the App for what the operator did', async () => {
-      const events = await client.list<KubeObject>(Resources.Event, { namespace: ns });
+      const events = await client.list<KubeEvent>(Resources.Event, { namespace: ns });
       const mine = events.items.filter(
         (e) => e.involvedObject?.kind === 'App' && e.involvedObject?.name === 'hello',
       );
@@ -192,7 +199,7 @@ describe('App → Deployment and Service', () => {
       );
     });
     await eventually('status with URL and not-ready reason', async () => {
-      const a = await get(Resources.App, 'hello');
+      const a = await getApp('hello');
       return a?.status?.url === `http://hello.${ns}.svc.cluster.local` && readyOf(a)?.status !== 'True';
     });
   });
@@ -201,10 +208,10 @@ describe('App → Deployment and Service', () => {
     await eventually('pods created by the ReplicaSet', async () => makePodsReady('hello'));
     await eventually('App Ready=True', async () => {
       await makePodsReady('hello');
-      const a = await get(Resources.App, 'hello');
+      const a = await getApp('hello');
       return readyOf(a)?.status === 'True' && a?.status?.readyReplicas === 2;
     });
-    const a = await get(Resources.App, 'hello');
+    const a = await getApp('hello');
     expect(a?.status?.observedGeneration).toBe(a?.metadata.generation);
   });
 
@@ -238,22 +245,22 @@ describe('App → Deployment and Service', () => {
       },
     );
     await eventually('Deployment updated', async () => {
-      const dep = await get(Resources.Deployment, 'hello');
-      const c = dep?.spec.template.spec.containers[0];
+      const dep = await getDep('hello');
+      const c = dep?.spec.template.spec?.containers[0];
       return (
         dep?.spec.replicas === 1 &&
         c?.image === 'example.invalid/hello:2' &&
-        !c.env.some((e: { name: string }) => e.name === 'GREETING') &&
-        c.resources.limits?.['nvidia.com/gpu'] === undefined
+        !c.env?.some((e) => e.name === 'GREETING') &&
+        c.resources?.limits?.['nvidia.com/gpu'] === undefined
       );
     });
   });
 
   it('restores an owned object that is deleted or edited (drift)', async () => {
-    const before = (await get(Resources.Deployment, 'hello'))!;
+    const before = (await getDep('hello'))!;
     await client.delete(Resources.Deployment, { namespace: ns, name: 'hello' });
     await eventually('Deployment recreated', async () => {
-      const d = await get(Resources.Deployment, 'hello');
+      const d = await getDep('hello');
       return Boolean(d && d.metadata.uid !== before.metadata.uid);
     });
     await client.mergePatch(
@@ -264,7 +271,7 @@ describe('App → Deployment and Service', () => {
       },
     );
     await eventually('Service port restored', async () => {
-      const s = await get(Resources.Service, 'hello');
+      const s = await getSvc('hello');
       return s?.spec.ports?.[0]?.targetPort === 8080;
     });
   });
@@ -304,13 +311,13 @@ describe('App → Deployment and Service', () => {
         readinessPath: '/readyz',
       }) as KubeObject,
     );
-    await eventually('custom Deployment', async () => Boolean(await get(Resources.Service, 'custom')));
-    const c = (await get(Resources.Deployment, 'custom'))!.spec.template.spec.containers[0];
+    await eventually('custom Deployment', async () => Boolean(await getSvc('custom')));
+    const c = (await getDep('custom'))!.spec.template.spec!.containers[0]!;
     expect(c.command).toEqual(['/bin/server', '--flag']);
-    expect(c.ports[0].containerPort).toBe(9000);
-    expect(c.livenessProbe.httpGet.path).toBe('/livez');
-    expect(c.readinessProbe.httpGet.path).toBe('/readyz');
-    expect((await get(Resources.Service, 'custom'))!.spec.ports[0].targetPort).toBe(9000);
+    expect(c.ports?.[0]?.containerPort).toBe(9000);
+    expect(c.livenessProbe?.httpGet?.path).toBe('/livez');
+    expect(c.readinessProbe?.httpGet?.path).toBe('/readyz');
+    expect((await getSvc('custom'))!.spec.ports?.[0]?.targetPort).toBe(9000);
   });
 
   // The garbage collector rediscovers new resource types (our CRDs) only every 30 s: a generous bound.
@@ -318,7 +325,7 @@ describe('App → Deployment and Service', () => {
     await client.delete(Resources.App, { namespace: ns, name: 'hello' });
     await eventually(
       'owned objects gone',
-      async () => !(await get(Resources.Deployment, 'hello')) && !(await get(Resources.Service, 'hello')),
+      async () => !(await getDep('hello')) && !(await getSvc('hello')),
       120_000,
     );
   });

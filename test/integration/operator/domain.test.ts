@@ -3,8 +3,9 @@
  * the Ingress rule to the gateway follows every time, and a missing App is reported.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DomainAssignment } from '../../../src/apis/v1alpha1/types.ts';
 import { ingressName } from '../../../src/operator/domainassignment/resources/ingress.ts';
-import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import { type Ingress, type KubeClient, Resources } from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
 
@@ -19,14 +20,9 @@ const ingressRef = (name: string) => ({
   namespace: gatewayNs,
   name: ingressName({ metadata: { namespace: ns, name } }),
 });
-const ingress = (name: string) => client.get<KubeObject>(Resources.Ingress, ingressRef(name));
-const domain = (name: string) => client.get<KubeObject>(Resources.DomainAssignment, ref(name));
-const ready = (o: KubeObject | undefined) =>
-  (
-    o?.status?.conditions as
-      | Array<{ type: string; status: string; reason: string; message: string }>
-      | undefined
-  )?.find((c) => c.type === 'Ready');
+const ingress = (name: string) => client.get<Ingress>(Resources.Ingress, ingressRef(name));
+const domain = (name: string) => client.get<DomainAssignment>(Resources.DomainAssignment, ref(name));
+const ready = (o: DomainAssignment | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
 
 async function createApp(name: string) {
   await client.create(Resources.App, {

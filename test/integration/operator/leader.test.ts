@@ -3,7 +3,12 @@
  * vanishing without handing the Lease back) the other takes over and reconciles.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import {
+  type KubeClient,
+  type KubeObject,
+  type Lease,
+  Resources,
+} from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
 
@@ -60,9 +65,9 @@ describe('leader election', () => {
     expect(await b.writes()).toBeGreaterThan(0);
     expect(await a.writes()).toBe(writesOfA);
 
-    const lease = await client.get<KubeObject>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
-    expect(lease?.spec.holderIdentity).toBe('operator-b');
-    expect(lease?.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
+    const lease = await client.get<Lease>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
+    expect(lease?.spec?.holderIdentity).toBe('operator-b');
+    expect(lease?.spec?.leaseTransitions).toBeGreaterThanOrEqual(1);
   });
 
   it('a clean stop hands the Lease over without waiting for it to expire', async () => {
@@ -72,7 +77,7 @@ describe('leader election', () => {
     await leader.operator.stop();
     // Well under a lease duration plus renew periods would be needed otherwise; bound generously.
     await eventually('c leads', async () => c.operator.isLeader(), 30_000);
-    const lease = await client.get<KubeObject>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
-    expect(lease?.spec.holderIdentity).toBe('operator-c');
+    const lease = await client.get<Lease>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
+    expect(lease?.spec?.holderIdentity).toBe('operator-c');
   });
 });

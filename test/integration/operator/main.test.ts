@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type KubeClient, type KubeObject, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import { type KubeClient, type Lease, Resources } from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { freePort } from '../../harness/process.ts';
 import { applyCrds, eventually, testClient } from './helpers.ts';
@@ -79,7 +79,7 @@ describe('apphost operator (process)', () => {
     const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
     child?.kill('SIGTERM');
     expect(await exited, output).toBe(0);
-    const lease = await client.get<KubeObject>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
-    expect(lease?.spec.holderIdentity).toBe('');
+    const lease = await client.get<Lease>(Resources.Lease, { namespace: ns, name: 'apphost-operator' });
+    expect(lease?.spec?.holderIdentity).toBe('');
   });
 });

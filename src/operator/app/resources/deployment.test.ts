@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../../apis/v1alpha1/types.ts';
 import { APPLIED_HASH_ANNOTATION } from '../../runtime/desired-state.ts';
+import type { Deployment } from '../../runtime/kube-client.ts';
 import { makeDeployment } from './deployment.ts';
 import { makeService } from './service.ts';
 
@@ -11,7 +12,9 @@ const app = (spec: App['spec']): App => ({
   metadata: { name: 'hello', namespace: 'p1', uid: 'u1' },
   spec,
 });
-const container = (a: App) => makeDeployment(a, settings).spec.template.spec.containers[0];
+const pod = (d: Deployment) => d.spec.template.spec!;
+const first = (d: Deployment) => pod(d).containers[0]!;
+const container = (a: App) => first(makeDeployment(a, settings));
 
 describe('makeDeployment', () => {
   it('cortex with a ConfigMap: runtime image, runtime command, code at /app, runtime probes', () => {
@@ -19,7 +22,7 @@ describe('makeDeployment', () => {
       app({ runtime: 'cortex', code: { configMapRef: { name: 'code-1' } } }),
       settings,
     );
-    const c = d.spec.template.spec.containers[0];
+    const c = first(d);
     expect(c.image).toBe(settings.runtimeImage);
     expect(c.command).toEqual([
       'python',
@@ -33,18 +36,18 @@ describe('makeDeployment', () => {
       '900',
     ]);
     expect(c.volumeMounts).toEqual([{ name: 'code', mountPath: '/app', readOnly: true }]);
-    expect(d.spec.template.spec.volumes).toEqual([{ name: 'code', configMap: { name: 'code-1' } }]);
-    expect(c.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
-    expect(c.livenessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
-    expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(910);
+    expect(pod(d).volumes).toEqual([{ name: 'code', configMap: { name: 'code-1' } }]);
+    expect(c.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
+    expect(c.livenessProbe?.httpGet).toEqual({ path: '/health', port: 'http' });
+    expect(pod(d).terminationGracePeriodSeconds).toBe(910);
     expect(d.spec.replicas).toBe(1);
   });
 
   it('cortex with code baked into the image: no volume', () => {
     const d = makeDeployment(app({ runtime: 'cortex', image: 'me/app:3' }), settings);
-    expect(d.spec.template.spec.containers[0].image).toBe('me/app:3');
-    expect(d.spec.template.spec.volumes).toBeUndefined();
-    expect(d.spec.template.spec.containers[0].volumeMounts).toBeUndefined();
+    expect(first(d).image).toBe('me/app:3');
+    expect(pod(d).volumes).toBeUndefined();
+    expect(first(d).volumeMounts).toBeUndefined();
   });
 
   it('custom: entrypoint, port and probe paths from the spec', () => {
@@ -53,8 +56,8 @@ describe('makeDeployment', () => {
     );
     expect(c.command).toEqual(['/srv']);
     expect(c.ports).toEqual([{ name: 'http', containerPort: 9000, protocol: 'TCP' }]);
-    expect(c.livenessProbe.httpGet.path).toBe('/hz');
-    expect(c.readinessProbe.httpGet.path).toBe('/hz');
+    expect(c.livenessProbe?.httpGet?.path).toBe('/hz');
+    expect(c.readinessProbe?.httpGet?.path).toBe('/hz');
   });
 
   it('custom without entrypoint keeps the image entrypoint', () => {
@@ -77,9 +80,9 @@ describe('makeDeployment', () => {
       }),
       settings,
     );
-    const c = d.spec.template.spec.containers[0];
+    const c = first(d);
     expect(d.spec.replicas).toBe(3);
-    expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(43_210);
+    expect(pod(d).terminationGracePeriodSeconds).toBe(43_210);
     expect(c.command).toContain('43200');
     expect(c.resources).toEqual({
       requests: { cpu: '2', memory: '1Gi' },
@@ -96,7 +99,7 @@ describe('makeDeployment', () => {
   it('labels, selector and owner reference', () => {
     const d = makeDeployment(app({ runtime: 'cortex', image: 'x:1' }), settings);
     expect(d.spec.selector).toEqual({ matchLabels: { 'apphost.dev/app': 'hello' } });
-    expect(d.spec.template.metadata.labels).toMatchObject({
+    expect(d.spec.template.metadata?.labels).toMatchObject({
       'apphost.dev/app': 'hello',
       'app.kubernetes.io/name': 'hello',
     });
@@ -125,8 +128,8 @@ describe('makeService', () => {
     expect(makeService(app({ runtime: 'cortex', image: 'x:1' })).spec.ports).toEqual([
       { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
     ]);
-    expect(makeService(app({ runtime: 'custom', image: 'x:1', port: 3000 })).spec.ports[0].targetPort).toBe(
-      3000,
-    );
+    expect(
+      makeService(app({ runtime: 'custom', image: 'x:1', port: 3000 })).spec.ports?.[0]?.targetPort,
+    ).toBe(3000);
   });
 });

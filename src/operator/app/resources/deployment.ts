@@ -1,7 +1,8 @@
 /** The Deployment that runs an App: a pure function of the App and the operator's settings. */
+import type { V1Container, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { KubeObject } from '../../runtime/kube-client.ts';
+import type { Deployment } from '../../runtime/kube-client.ts';
 import {
   appLabels,
   appOwnerReference,
@@ -28,7 +29,7 @@ export function graceSeconds(app: App): number {
   return app.spec.responseGracePeriodSeconds ?? DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS;
 }
 
-function resources(app: App): Record<string, Record<string, string>> | undefined {
+function resources(app: App): V1ResourceRequirements | undefined {
   const r = app.spec.resources;
   if (!r) return undefined;
   const requests: Record<string, string> = {};
@@ -40,13 +41,13 @@ function resources(app: App): Record<string, Record<string, string>> | undefined
     limits.memory = r.memory;
   }
   if (r.gpu) limits[GPU_RESOURCE] = String(r.gpu);
-  const out: Record<string, Record<string, string>> = {};
+  const out: V1ResourceRequirements = {};
   if (Object.keys(requests).length) out.requests = requests;
   if (Object.keys(limits).length) out.limits = limits;
   return Object.keys(out).length ? out : undefined;
 }
 
-function probes(app: App): { readinessProbe: unknown; livenessProbe: unknown } {
+function probes(app: App): { readinessProbe: V1Probe; livenessProbe: V1Probe } {
   const custom = app.spec.runtime === Runtime.Custom;
   const readyPath = custom ? (app.spec.readinessPath ?? app.spec.healthcheckPath ?? '/') : '/ready';
   const livePath = custom ? (app.spec.healthcheckPath ?? '/') : '/health';
@@ -65,7 +66,7 @@ function probes(app: App): { readinessProbe: unknown; livenessProbe: unknown } {
   };
 }
 
-export function makeDeployment(app: App, s: DeploymentSettings): KubeObject {
+export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
   const name = app.metadata.name;
   const custom = app.spec.runtime === Runtime.Custom;
   const port = containerPort(app);
@@ -90,7 +91,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): KubeObject {
       e.valueFrom ? { name: e.name, valueFrom: e.valueFrom } : { name: e.name, value: e.value ?? '' },
     ),
   ];
-  const container: Record<string, unknown> = {
+  const container: V1Container = {
     name: CONTAINER_NAME,
     image: app.spec.image ?? s.runtimeImage,
     ...(command?.length ? { command } : {}),

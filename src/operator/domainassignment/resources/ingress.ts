@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { DomainAssignment } from '../../../apis/v1alpha1/types.ts';
 import { MANAGED_BY } from '../../app/resources/labels.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { KubeObject } from '../../runtime/kube-client.ts';
+import type { Ingress } from '../../runtime/kube-client.ts';
 
 export interface IngressSettings {
   gatewayNamespace: string;
@@ -31,7 +31,7 @@ export function ingressName(da: { metadata: { namespace?: string; name: string }
   return `${base.slice(0, 242).replace(/[.-]+$/, '')}-${hash}`;
 }
 
-export function makeIngress(da: DomainAssignment, s: IngressSettings): KubeObject {
+export function makeIngress(da: DomainAssignment, s: IngressSettings): Ingress {
   const host = da.spec.hostname;
   return withIntentHash({
     apiVersion: 'networking.k8s.io/v1',

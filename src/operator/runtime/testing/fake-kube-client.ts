@@ -9,6 +9,7 @@ import {
   type KubeClient,
   type KubeObject,
   type ObjectRef,
+  type ObjectWithMeta,
   type ResourceType,
 } from '../kube-client.ts';
 
@@ -41,8 +42,11 @@ export function createFakeKubeClient(): FakeKubeClient {
     if (code) throw new KubeApiError(code, 'Injected', `injected failure: ${verb} ${type.plural}`);
     writes.push({ verb, resource: type.plural, name, body: clone(body) });
   };
-  const put = (type: ResourceType, obj: KubeObject) => {
-    const stored = clone({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
+  const put = (type: ResourceType, obj: ObjectWithMeta): KubeObject => {
+    const stored: KubeObject = clone({
+      ...obj,
+      metadata: { ...obj.metadata, resourceVersion: String(++rv) },
+    });
     store.set(key(type, obj.metadata), stored);
     return clone(stored);
   };
@@ -56,25 +60,25 @@ export function createFakeKubeClient(): FakeKubeClient {
       put(type, obj);
     },
     stored: (type, ref) => store.get(key(type, ref)),
-    async get<T extends KubeObject>(type: ResourceType, ref: ObjectRef) {
+    async get<T extends ObjectWithMeta>(type: ResourceType, ref: ObjectRef) {
       const o = store.get(key(type, ref));
       return (o ? clone(o) : undefined) as T | undefined;
     },
-    async list<T extends KubeObject>(type: ResourceType) {
+    async list<T extends ObjectWithMeta>(type: ResourceType) {
       const items = [...store.entries()]
         .filter(([k]) => k.startsWith(`${type.plural}/`))
         .map(([, o]) => clone(o));
-      return { items: items as T[], resourceVersion: String(rv) };
+      return { items: items as unknown as T[], resourceVersion: String(rv) };
     },
     async watch() {
       throw new Error('the fake client does not watch');
     },
-    async create<T extends KubeObject>(type: ResourceType, obj: T) {
+    async create<T extends ObjectWithMeta>(type: ResourceType, obj: T) {
       write('create', type, obj.metadata.name, obj);
       if (store.has(key(type, obj.metadata))) throw new KubeApiError(409, 'AlreadyExists', 'already exists');
-      return put(type, obj) as T;
+      return put(type, obj) as unknown as T;
     },
-    async replace<T extends KubeObject>(type: ResourceType, obj: T) {
+    async replace<T extends ObjectWithMeta>(type: ResourceType, obj: T) {
       write('update', type, obj.metadata.name, obj);
       const cur = store.get(key(type, obj.metadata));
       if (
@@ -84,14 +88,14 @@ export function createFakeKubeClient(): FakeKubeClient {
       ) {
         throw new KubeApiError(409, 'Conflict', 'the object has been modified');
       }
-      return put(type, obj) as T;
+      return put(type, obj) as unknown as T;
     },
-    async apply<T extends KubeObject>(type: ResourceType, obj: T) {
+    async apply<T extends ObjectWithMeta>(type: ResourceType, obj: T) {
       write('apply', type, obj.metadata.name, obj);
       const cur = store.get(key(type, obj.metadata));
-      return put(type, { ...(cur ?? {}), ...obj, status: cur?.status }) as T;
+      return put(type, { ...(cur ?? {}), ...obj, status: cur?.status }) as unknown as T;
     },
-    async mergePatch<T extends KubeObject>(
+    async mergePatch<T extends ObjectWithMeta>(
       type: ResourceType,
       ref: ObjectRef,
       patch: unknown,
@@ -104,8 +108,8 @@ export function createFakeKubeClient(): FakeKubeClient {
       const next = clone(cur);
       if (p.metadata) next.metadata = { ...next.metadata, ...p.metadata } as KubeObject['metadata'];
       if (p.status !== undefined) next.status = p.status;
-      if (p.spec !== undefined) next.spec = { ...next.spec, ...(p.spec as object) };
-      return put(type, next) as T;
+      if (p.spec !== undefined) next.spec = { ...(next.spec as object | undefined), ...(p.spec as object) };
+      return put(type, next) as unknown as T;
     },
     async delete(type, ref) {
       write('delete', type, ref.name, undefined);
