@@ -19,8 +19,12 @@ export const GatewayEnv = z.object({
   APPHOST_OPS_PORT: int(9090),
   APPHOST_GATEWAY_PORT: int(8080),
   APPHOST_GATEWAY_HOST: z.string().default('0.0.0.0'),
-  APPHOST_PLATFORM_KEY: z.string().min(16, 'APPHOST_PLATFORM_KEY must be at least 16 characters'),
-  APPHOST_RUN_TOKEN_KEYS_FILE: z.string().min(1),
+  APPHOST_PLATFORM_KEY: z
+    .string({ error: 'is required (the platform key that seals webhook secrets)' })
+    .min(16, 'must be at least 16 characters'),
+  APPHOST_RUN_TOKEN_KEYS_FILE: z
+    .string({ error: 'is required (path of the run-token key set JSON)' })
+    .min(1, 'is required'),
   APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, 1_000),
   APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
   APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(10_000),

@@ -1,0 +1,140 @@
+/**
+ * `apphost gateway` as a real process (src/cli → src/gateway/main.ts) against the test kube-apiserver and
+ * a private NATS: it starts, watches Apps, answers with the right errors, reports ready, and stops
+ * cleanly on SIGTERM.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createWriteStream, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { request } from 'undici';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { APP_PLURAL, type App, GROUP, PROJECT_LABEL, VERSION } from '../../../src/apis/v1alpha1/types.ts';
+import { generateSigningKey, issueRunToken, type KeySet } from '../../../src/shared/run-tokens.ts';
+import { binaryPath } from '../../harness/binaries.ts';
+import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { freePort, waitFor } from '../../harness/process.ts';
+import { REPO_ROOT, tempDir } from './helpers.ts';
+
+const START_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 30_000;
+const kc = testKubeConfig();
+const project = `main-${Date.now().toString(36)}`;
+const dir = tempDir('apphost-gw-main-');
+let nats: NatsServer;
+let ns: string;
+let child: ChildProcess | undefined;
+let keys: KeySet;
+let port: number;
+let opsPort: number;
+
+beforeAll(async () => {
+  execFileSync(binaryPath('kubectl'), [
+    '--kubeconfig',
+    inject('kubeconfigPath'),
+    'apply',
+    '-f',
+    join(REPO_ROOT, 'crds'),
+  ]);
+  execFileSync(binaryPath('kubectl'), [
+    '--kubeconfig',
+    inject('kubeconfigPath'),
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    `crd/apps.${GROUP}`,
+  ]);
+  [nats, ns, keys, port, opsPort] = await Promise.all([
+    startNats(),
+    createTestNamespace(kc, 'gw-main', { [PROJECT_LABEL]: project }),
+    generateSigningKey().then((k) => ({ keys: [k] })),
+    freePort(),
+    freePort(),
+  ]);
+  const app: App = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'App',
+    metadata: { name: 'hello', namespace: ns },
+    spec: { runtime: 'cortex', image: 'example/hello:1' },
+  };
+  await kc
+    .makeApiClient(CustomObjectsApi)
+    .createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: APP_PLURAL,
+      body: app,
+    });
+  const keysFile = join(dir, 'run-token-keys.json');
+  writeFileSync(keysFile, JSON.stringify(keys));
+  child = spawn(process.execPath, [join(REPO_ROOT, 'src/cli/main.ts'), 'gateway'], {
+    env: {
+      ...process.env,
+      KUBECONFIG: inject('kubeconfigPath'),
+      NATS_URL: nats.url,
+      APPHOST_GATEWAY_HOST: '127.0.0.1',
+      APPHOST_GATEWAY_PORT: String(port),
+      APPHOST_OPS_PORT: String(opsPort),
+      APPHOST_PLATFORM_KEY: 'main-test-platform-key-0123',
+      APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
+      APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '5000',
+      APPHOST_RUN_STOP_TIMEOUT_MS: '5000',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(join(dir, 'gateway.log'));
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  await waitFor(
+    `gateway /readyz (log: ${dir}/gateway.log)`,
+    async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
+    START_TIMEOUT_MS,
+  );
+});
+
+afterAll(async () => {
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  if (ns)
+    await kc
+      .makeApiClient(CoreV1Api)
+      .deleteNamespace({ name: ns })
+      .catch(() => undefined);
+  await nats?.stop();
+});
+
+it('serves the run endpoint from the cluster view and stops cleanly on SIGTERM', async () => {
+  const token = await issueRunToken(keys, project, new Date(Date.now() + 3600_000));
+  const post = async (path: string, auth = true) => {
+    const res = await request(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${token}` } : {}) },
+      body: '{}',
+    });
+    const body = (await res.body.json()) as { error?: { code: string } };
+    return { status: res.statusCode, code: body.error?.code, id: res.headers['x-request-id'] };
+  };
+  expect(await post(`/v4/${project}/hello/echo`, false)).toMatchObject({
+    status: 401,
+    code: 'unauthenticated',
+  });
+  expect(await post(`/v4/${project}/nope/echo`)).toMatchObject({ status: 404, code: 'not_found' });
+  expect(await post(`/v4/${project}/nope/echo?async=true`)).toMatchObject({ status: 404, code: 'not_found' });
+  // The App exists but has no Ready condition yet.
+  const notReady = await post(`/v4/${project}/hello/echo`);
+  expect(notReady).toMatchObject({ status: 503, code: 'app_not_ready' });
+  expect(notReady.id).toBeTruthy();
+
+  const metrics = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
+  expect(metrics).toContain('apphost_gateway_requests_total');
+  expect(metrics).toContain('apphost_runs_queue_depth');
+
+  const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
+  child?.kill('SIGTERM');
+  const code = await Promise.race([
+    exited,
+    new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)),
+  ]);
+  expect(code).toBe(0);
+});
