@@ -21,14 +21,18 @@ describe('startLocalNats (real nats-server)', () => {
         output: (l) => lines.push(l),
         verbose: true,
       });
-      const nc = await connect({ servers: nats.url });
-      const jsm = await jetstreamManager(nc);
-      expect((await jsm.getAccountInfo()).streams).toBe(0);
-      await nc.close();
-      const storeDir = lines.find((l) => l.includes('Store Directory'))?.match(/"(.+)\/jetstream"/)?.[1];
-      expect(storeDir && existsSync(storeDir)).toBe(true);
-      expect(lines.every((l) => l.startsWith('[nats] '))).toBe(true);
-      await nats.stop();
+      let storeDir: string | undefined;
+      try {
+        const nc = await connect({ servers: nats.url });
+        const jsm = await jetstreamManager(nc);
+        expect((await jsm.getAccountInfo()).streams).toBe(0);
+        await nc.close();
+        storeDir = lines.find((l) => l.includes('Store Directory'))?.match(/"(.+)\/jetstream"/)?.[1];
+        expect(storeDir && existsSync(storeDir)).toBe(true);
+        expect(lines.every((l) => l.startsWith('[nats] '))).toBe(true);
+      } finally {
+        await nats.stop();
+      }
       expect(() => process.kill(nats.pid!, 0)).toThrow();
       expect(existsSync(storeDir!)).toBe(false);
     },
