@@ -3,6 +3,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { parseGatewayEnv } from './config.ts';
+import { createFunctionsCache } from './resolver/functions.ts';
 import { createKubeAppResolver } from './resolver/kube.ts';
 import { serveGateway } from './serve.ts';
 
@@ -12,11 +13,21 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const kc = new KubeConfig();
   if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG);
   else kc.loadFromCluster();
-  const resolver = createKubeAppResolver({ kc, log: log.child({ component: 'resolver' }) });
+  const resolverLog = log.child({ component: 'resolver' });
+  const functions =
+    cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS > 0
+      ? createFunctionsCache({
+          log: resolverLog,
+          timeoutMs: cfg.APPHOST_GATEWAY_FUNCTIONS_TIMEOUT_MS,
+          ttlMs: cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS,
+        })
+      : undefined;
+  const resolver = createKubeAppResolver({ kc, log: resolverLog, ...(functions ? { functions } : {}) });
   await resolver.start();
   const proc = await serveGateway({ env: cfg, resolver, log });
   onShutdownSignal(log, proc.shutdownBoundMs, [
     ...proc.shutdownSteps(),
     { name: 'stop watches', run: () => resolver.stop() },
+    { name: 'close functions lookups', run: async () => functions?.close() },
   ]);
 }

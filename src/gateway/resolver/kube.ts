@@ -27,6 +27,7 @@ import {
 } from '../../apis/v1alpha1/types.ts';
 import type { AppResolver, ResolvedApp } from '../../shared/contracts/seams.ts';
 import type { Logger } from '../../shared/log.ts';
+import type { FunctionsCache } from './functions.ts';
 
 /** First and largest delay before restarting a failed watch. */
 export const WATCH_RESTART_MIN_MS = 1_000;
@@ -63,6 +64,8 @@ export function createKubeAppResolver(deps: {
   kc: KubeConfig;
   log: Logger;
   upstreamFor?: (namespace: string, appName: string) => string;
+  /** Learns Cortex apps' functions from `GET /functions`; without it functions stay unknown. */
+  functions?: FunctionsCache;
 }): KubeAppResolver {
   const { kc, log } = deps;
   const upstreamFor = deps.upstreamFor ?? clusterUpstream;
@@ -169,7 +172,12 @@ export function createKubeAppResolver(deps: {
       if (!ns) return undefined;
       const app = apps.get(appName, ns);
       if (!app || app.metadata.deletionTimestamp) return undefined;
-      return toResolvedApp(projectId, app, upstreamFor(ns, appName));
+      const resolved = toResolvedApp(projectId, app, upstreamFor(ns, appName));
+      if (deps.functions && resolved.runtime === 'cortex' && resolved.ready) {
+        const known = deps.functions.known(resolved.upstream, app.metadata.resourceVersion ?? '');
+        if (known) resolved.functions = known;
+      }
+      return resolved;
     },
     async resolveHost(hostname) {
       return hostTable().get(hostname.toLowerCase().replace(/\.$/, ''));
