@@ -39,9 +39,21 @@ describe('runCli', () => {
 
   it('rejects arguments to a service command (they are configured by env)', async () => {
     const c = capture();
-    const code = await runCli(['webhooks', '--x'], {}, c.io);
-    // either a usage error (2) or, while that piece is not there yet, a load failure (1)
-    expect([1, 2]).toContain(code);
-    expect(c.err.join('\n')).toMatch(/apphost webhooks: /);
+    expect(await runCli(['webhooks', '--x'], {}, c.io)).toBe(2);
+    expect(c.err.join('\n')).toMatch(/apphost webhooks: unexpected arguments: --x/);
+  });
+
+  it('prints the flags of dev with --help and exits 0', () => {
+    const r = spawnSync(process.execPath, ['src/cli/main.ts', 'dev', '--help'], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/--credentials-out FILE/);
+  });
+
+  it('passes flags through to create-service-account and its usage errors exit 2', () => {
+    const r = spawnSync(process.execPath, ['src/cli/main.ts', 'create-service-account', '--project', 'x'], {
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/apphost create-service-account: --name/);
   });
 });
