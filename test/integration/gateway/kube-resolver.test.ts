@@ -15,17 +15,21 @@ import {
   PROJECT_LABEL,
   VERSION,
 } from '../../../src/apis/v1alpha1/types.ts';
+import { createFunctionsCache, type FunctionsCache } from '../../../src/gateway/resolver/functions.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { binaryPath } from '../../harness/binaries.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { waitFor } from '../../harness/process.ts';
-import { REPO_ROOT } from './helpers.ts';
+import { closeServer, listen, REPO_ROOT } from './helpers.ts';
 
 const WATCH_WAIT_MS = 30_000;
 const kc = testKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
 let resolver: KubeAppResolver;
+let fnResolver: KubeAppResolver;
+let functions: FunctionsCache;
+let fnServer: Awaited<ReturnType<typeof listen>>;
 let ns: string;
 const project = `res-${Date.now().toString(36)}`;
 
@@ -47,12 +51,28 @@ beforeAll(async () => {
     `crd/domainassignments.${GROUP}`,
   ]);
   ns = await createTestNamespace(kc, 'gw-res', { [PROJECT_LABEL]: project });
-  resolver = createKubeAppResolver({ kc, log: silentLogger() });
+  fnServer = await listen((req, res) => {
+    if (req.url === '/functions') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"functions":[{"name":"echo"}]}');
+    } else res.writeHead(404).end();
+  });
+  functions = createFunctionsCache({ log: silentLogger(), timeoutMs: 2_000, ttlMs: 60_000 });
+  resolver = createKubeAppResolver({ kc, log: silentLogger(), functions });
+  fnResolver = createKubeAppResolver({
+    kc,
+    log: silentLogger(),
+    functions,
+    upstreamFor: () => fnServer.url,
+  });
+  await fnResolver.start();
   await resolver.start();
 });
 
 afterAll(async () => {
   await resolver?.stop();
+  await fnResolver?.stop();
+  await functions?.close();
+  if (fnServer) await closeServer(fnServer.server);
   if (ns)
     await kc
       .makeApiClient(CoreV1Api)

@@ -58,15 +58,13 @@ beforeAll(async () => {
     metadata: { name: 'hello', namespace: ns },
     spec: { runtime: 'cortex', image: 'example/hello:1' },
   };
-  await kc
-    .makeApiClient(CustomObjectsApi)
-    .createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: ns,
-      plural: APP_PLURAL,
-      body: app,
-    });
+  await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    body: app,
+  });
   const keysFile = join(dir, 'run-token-keys.json');
   writeFileSync(keysFile, JSON.stringify(keys));
   child = spawn(process.execPath, [join(REPO_ROOT, 'src/cli/main.ts'), 'gateway'], {
