@@ -184,4 +184,45 @@ describe('App reconciler', () => {
     );
     expect(flipped.conditions?.[0]).toMatchObject({ status: 'True', lastTransitionTime: 't3' });
   });
+
+  it.each([
+    [
+      'a stuck rollout',
+      {
+        conditions: [
+          {
+            type: 'Progressing',
+            status: 'False',
+            reason: 'ProgressDeadlineExceeded',
+            message: 'ReplicaSet "x" has timed out progressing.',
+          },
+        ],
+      },
+      {
+        status: 'False',
+        reason: 'ProgressDeadlineExceeded',
+        message: 'rollout is stuck: ReplicaSet "x" has timed out progressing.',
+      },
+    ],
+    [
+      'replicas that cannot be created',
+      {
+        conditions: [
+          { type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'exceeded quota' },
+        ],
+      },
+      { status: 'False', reason: 'ReplicaFailure', message: 'exceeded quota' },
+    ],
+    [
+      'a rollout in progress',
+      { observedGeneration: 1, replicas: 2, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 },
+      { status: 'False', reason: 'RolloutInProgress', message: '1 of 1 replicas ready (1 updated, 2 total)' },
+    ],
+  ])('explains %s in Ready', (_n, depStatus, want) => {
+    const d = { ...makeDeployment(app(), settings), status: depStatus } as Deployment;
+    d.metadata.generation = 1;
+    expect(computeAppStatus(app(), { deployment: d, url: 'u', now: 't' }).conditions?.[0]).toMatchObject(
+      want,
+    );
+  });
 });

@@ -31,7 +31,7 @@ export interface AppReconcilerDeps {
   apps: Lister<App>;
   deployments: Lister<Deployment>;
   services: Lister<Service>;
-  client: Pick<KubeClient, 'apply' | 'mergePatch'>;
+  client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch'>;
   events: EventRecorder;
   settings: DeploymentSettings;
   clock: Clock;
@@ -118,8 +118,14 @@ export function createAppReconciler(
     const url = appUrl(app);
     let deployment: Deployment | undefined;
     try {
-      const liveDeployment = deps.deployments.get(namespace, name);
-      const liveService = deps.services.get(namespace, name);
+      // The caches hold only objects labelled as ours; one missing there may still exist unlabelled
+      // (someone else's), so look before creating: a read, never a write, and only on that path.
+      const ref = { namespace, name };
+      const liveDeployment =
+        deps.deployments.get(namespace, name) ??
+        (await deps.client.get<Deployment>(Resources.Deployment, ref));
+      const liveService =
+        deps.services.get(namespace, name) ?? (await deps.client.get<Service>(Resources.Service, ref));
       // Someone else's object of the same name: touch neither, say so.
       assertOurs(app, Resources.Deployment, liveDeployment);
       assertOurs(app, Resources.Service, liveService);
@@ -133,12 +139,16 @@ export function createAppReconciler(
       const conflict = err instanceof ConflictError;
       const message = conflict ? err.message : `could not apply the App's objects: ${String(err)}`;
       const reason = conflict ? AppReason.NameConflict : AppReason.ReconcileFailed;
-      await deps.events.record(
-        app,
-        EventType.Warning,
-        conflict ? AppEventReason.NameConflict : AppEventReason.ApplyFailed,
-        message,
-      );
+      // A conflict persists until someone acts: say it once, not on every retry.
+      const known = app.status?.conditions?.find((c) => c.type === 'Ready')?.reason === reason;
+      if (!(conflict && known)) {
+        await deps.events.record(
+          app,
+          EventType.Warning,
+          conflict ? AppEventReason.NameConflict : AppEventReason.ApplyFailed,
+          message,
+        );
+      }
       await writeStatus(
         app,
         computeAppStatus(app, { deployment, url, now, failure: { reason, message } }),

@@ -320,6 +320,39 @@ describe('App → Deployment and Service', () => {
     expect((await getSvc('custom'))!.spec.ports?.[0]?.targetPort).toBe(9000);
   });
 
+  it('a broken App (name taken by a foreign Deployment) is reported and does not hold up others', async () => {
+    await client.create(Resources.Deployment, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'taken', namespace: ns },
+      spec: {
+        replicas: 0,
+        selector: { matchLabels: { x: 'taken' } },
+        template: {
+          metadata: { labels: { x: 'taken' } },
+          spec: { containers: [{ name: 'c', image: 'example.invalid/other:1' }] },
+        },
+      },
+    });
+    await client.create(Resources.App, app('taken', { runtime: 'cortex', image: 'x/y:1' }) as App);
+    await client.create(Resources.App, app('fine', { runtime: 'cortex', image: 'x/y:1' }) as App);
+    await eventually('fine reconciled', async () => Boolean(await getSvc('fine')));
+    await eventually(
+      'taken reports the conflict',
+      async () => readyOf(await getApp('taken'))?.reason === 'NameConflict',
+    );
+    expect(readyOf(await getApp('taken'))).toMatchObject({
+      status: 'False',
+      message: expect.stringMatching(
+        /a Deployment named "taken" already exists and is not managed by this App/,
+      ),
+    });
+    // The foreign Deployment is untouched.
+    const foreign = await getDep('taken');
+    expect(foreign?.metadata.ownerReferences).toBeUndefined();
+    expect(foreign?.spec.template.spec?.containers[0]?.image).toBe('example.invalid/other:1');
+  });
+
   // The garbage collector rediscovers new resource types (our CRDs) only every 30 s: a generous bound.
   it('deleting the App garbage-collects its Deployment and Service', { timeout: 150_000 }, async () => {
     await client.delete(Resources.App, { namespace: ns, name: 'hello' });
