@@ -5,6 +5,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
@@ -14,7 +15,7 @@ import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
 import { WEBHOOKS_STREAM, type WebhookJob } from '../../../src/shared/contracts/messaging.ts';
 import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
-import { silentLogger } from '../../../src/shared/log.ts';
+import { createLogger, silentLogger } from '../../../src/shared/log.ts';
 import {
   createRunTokenVerifier,
   generateSigningKey,
@@ -390,6 +391,61 @@ describe('draining (SIGTERM)', () => {
       expect(await res.body.json()).toEqual({ slept: 2 });
       await draining;
       expect(existsSync(marker)).toBe(true);
+    } finally {
+      await closeServer(l.server);
+      await g.close();
+    }
+  });
+});
+
+describe('logs', () => {
+  it('carry the request id and never the token or the webhook secret', async () => {
+    let out = '';
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out += chunk.toString();
+        cb();
+      },
+    });
+    const g = createGateway({
+      resolver,
+      verifyRunToken: createRunTokenVerifier(() => keys),
+      nc,
+      secretBox,
+      log: createLogger({ name: 'gw-log-test', level: 'trace', destination: sink }),
+      registry: new Registry(),
+      settings: DEFAULT_GATEWAY_SETTINGS,
+    });
+    const l = await listen(g.callback());
+    try {
+      const hook = encodeURIComponent('http://hooks.example.test/x');
+      const ids: string[] = [];
+      for (const path of [
+        `/v4/${P}/hello/echo?webhookEndpoint=${hook}`,
+        `/v4/${P}/down/echo?webhookEndpoint=${hook}`,
+      ]) {
+        const res = await request(`${l.url}${path}`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'application/json',
+            'x-webhook-secret': 'log-test-secret-value',
+          },
+          body: '{}',
+        });
+        await res.body.dump();
+        ids.push(String(res.headers['x-request-id']));
+      }
+      await waitFor('log lines', async () => ids.every((id) => out.includes(id)), 10_000);
+      expect(out).not.toContain('log-test-secret-value');
+      expect(out).not.toContain(token);
+      const lines = out
+        .trim()
+        .split('\n')
+        .map((x) => JSON.parse(x) as { requestId?: string; msg?: string });
+      expect(lines.filter((x) => x.msg === 'request').every((x) => typeof x.requestId === 'string')).toBe(
+        true,
+      );
     } finally {
       await closeServer(l.server);
       await g.close();
