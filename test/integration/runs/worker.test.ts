@@ -357,4 +357,21 @@ describe('NATS outage', () => {
     expect(JSON.parse(r.text).error.code).toBe('queue_unavailable');
     expect(r.headers['retry-after']).toBeTruthy();
   });
+
+  it('after NATS is back, async calls are accepted again and the worker resumes', async () => {
+    await nats.restart();
+    let runId = '';
+    await waitFor(
+      'a 202 after the restart',
+      async () => {
+        const r = await runAsync('hello', 'echo', { back: true });
+        runId = String(r.headers['x-request-id']);
+        return r.status === 202;
+      },
+      RUN_WAIT_MS,
+      500,
+    );
+    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    expect(rec.state).toBe('success');
+  });
 });
