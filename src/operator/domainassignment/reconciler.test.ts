@@ -149,6 +149,44 @@ describe('DomainAssignment reconciler', () => {
   });
 });
 
+describe("an Ingress of the same name that is not this domain's", () => {
+  const foreign: Ingress = {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    metadata: { name: 'domain-p1-dom-1', namespace: 'gw' },
+    spec: { rules: [{ host: 'other.example.com' }] },
+  };
+  const run = async (d: DomainAssignment) => {
+    const client = createFakeKubeClient();
+    client.seed(Resources.DomainAssignment, d as unknown as KubeObject);
+    client.seed(Resources.Ingress, foreign);
+    const reconcile = createDomainReconciler({
+      domains: { get: () => d, list: () => [d] },
+      apps: { get: (_ns, name) => app(name) },
+      // Unlabelled, so not in our cache: only a lookup finds it.
+      ingresses: { get: () => undefined },
+      client,
+      events: createFakeEventRecorder(),
+      settings,
+      clock,
+      log: silentLogger(),
+    });
+    return { client, result: reconcile('p1/dom-1') };
+  };
+
+  it('is not taken over', async () => {
+    const { client, result } = await run(da({ appName: 'alpha' }));
+    await expect(result).rejects.toThrow(/already exists in namespace gw and is not this domain's/);
+    expect(client.writes.map((w) => w.verb)).toEqual(['patch-status']);
+  });
+
+  it('is not deleted when the domain goes', async () => {
+    const { client, result } = await run(da({ appName: 'alpha' }, { deletionTimestamp: 'x' }));
+    await result;
+    expect(client.writes.map((w) => `${w.verb} ${w.resource}`)).toEqual(['patch domainassignments']);
+  });
+});
+
 describe('makeIngress', () => {
   it('routes the hostname to the gateway, with TLS and class when set', () => {
     const ing = makeIngress(da({ appName: 'alpha', tlsSecretName: 'tls-1' }), {

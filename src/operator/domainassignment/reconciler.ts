@@ -12,8 +12,14 @@ import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { isNotFound, type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
-import { FINALIZER, type IngressSettings, ingressName, makeIngress } from './resources/ingress.ts';
+import { type Ingress, isNotFound, type KubeClient, Resources } from '../runtime/kube-client.ts';
+import {
+  DOMAIN_ASSIGNMENT_ANNOTATION,
+  FINALIZER,
+  type IngressSettings,
+  ingressName,
+  makeIngress,
+} from './resources/ingress.ts';
 import {
   computeDomainStatus,
   markAppNotFound,
@@ -26,8 +32,8 @@ import {
 export interface DomainReconcilerDeps {
   domains: Lister<DomainAssignment> & { list(): DomainAssignment[] };
   apps: Lister<App>;
-  ingresses: Lister<KubeObject>;
-  client: Pick<KubeClient, 'apply' | 'mergePatch' | 'delete'>;
+  ingresses: Lister<Ingress>;
+  client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch' | 'delete'>;
   events: EventRecorder;
   settings: IngressSettings;
   clock: Clock;
@@ -69,9 +75,20 @@ export function createDomainReconciler(
   });
 
   /** Removes the route if we have one (checked in the cache first: a steady cluster sees no deletes). */
-  const removeRoute = async (da: DomainAssignment, force = false): Promise<boolean> => {
+  const servesThis = (ing: Ingress, da: { metadata: { namespace?: string; name: string } }) =>
+    ing.metadata.annotations?.[DOMAIN_ASSIGNMENT_ANNOTATION] ===
+    `${da.metadata.namespace}/${da.metadata.name}`;
+
+  /**
+   * Removes the route if we have one. Normally the cache answers (a steady cluster sees no deletes);
+   * `lookUp` reads the object first (on deletion, where the cache may lag), and only ours is deleted.
+   */
+  const removeRoute = async (da: DomainAssignment, lookUp = false): Promise<boolean> => {
     const ref = ingressRef(da);
-    if (!force && !deps.ingresses.get(ref.namespace, ref.name)) return false;
+    const live =
+      deps.ingresses.get(ref.namespace, ref.name) ??
+      (lookUp ? await deps.client.get<Ingress>(Resources.Ingress, ref) : undefined);
+    if (!live || !servesThis(live, da)) return false;
     return deps.client.delete(Resources.Ingress, ref);
   };
 
@@ -192,7 +209,16 @@ export function createDomainReconciler(
       }
       const desired = makeIngress(da, deps.settings);
       const ref = ingressRef(da);
-      if (!isInPlace(desired, deps.ingresses.get(ref.namespace, ref.name))) {
+      // The cache holds only labelled Ingresses: look before creating, and never take over another's.
+      const live =
+        deps.ingresses.get(ref.namespace, ref.name) ??
+        (await deps.client.get<Ingress>(Resources.Ingress, ref));
+      if (live && !servesThis(live, da)) {
+        throw new Error(
+          `an Ingress named "${ref.name}" already exists in namespace ${ref.namespace} and is not this domain's; delete or rename it`,
+        );
+      }
+      if (!isInPlace(desired, live)) {
         await deps.client.apply(Resources.Ingress, desired);
         await deps.events.record(
           da,
