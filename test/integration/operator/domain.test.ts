@@ -138,6 +138,24 @@ describe('DomainAssignment → Ingress', () => {
     });
   });
 
+  it('makes no writes while nothing changes', async () => {
+    await eventually('settled', async () => {
+      const w = await op.writes();
+      await new Promise((r) => setTimeout(r, 2 * op.settings.resyncPeriodMs));
+      return (await op.writes()) === w;
+    });
+    const versions = async () =>
+      [
+        (await domain('dom-1'))?.metadata.resourceVersion,
+        (await domain('dom-2'))?.metadata.resourceVersion,
+        (await ingress('dom-1'))?.metadata.resourceVersion,
+        (await ingress('dom-2'))?.metadata.resourceVersion,
+      ].join(',');
+    const before = { writes: await op.writes(), versions: await versions() };
+    await new Promise((r) => setTimeout(r, 3 * op.settings.resyncPeriodMs + 500));
+    expect({ writes: await op.writes(), versions: await versions() }).toEqual(before);
+  });
+
   it('deleting a domain removes its rule through the finalizer', async () => {
     await client.delete(Resources.DomainAssignment, ref('dom-1'));
     await eventually(
