@@ -102,7 +102,7 @@ async function convergedCount(client: KubeClient, namespace: string): Promise<nu
     (a) =>
       depNames.has(a.metadata.name) &&
       svcNames.has(a.metadata.name) &&
-      (a.status?.observedGeneration as number | undefined) === a.metadata.generation,
+      (a.status as { observedGeneration?: number } | undefined)?.observedGeneration === a.metadata.generation,
   ).length;
 }
 
