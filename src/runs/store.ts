@@ -15,6 +15,8 @@ import {
 
 /** Attempts of one compare-and-set update before giving up (only contention makes it retry). */
 export const RUN_RECORD_CAS_ATTEMPTS = 10;
+/** Records `list()` reads from the bucket at once. */
+export const RUN_LIST_READ_BATCH = 32;
 /** Largest page `list()` returns. */
 export const RUN_LIST_MAX_LIMIT = 1000;
 
@@ -86,9 +88,12 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
       const keys: string[] = [];
       for await (const k of await kv.keys(`${runKey(projectId, appName, '*')}`)) keys.push(k);
       const records: RunRecord[] = [];
-      for (const k of keys) {
-        const r = decode(await kv.get(k));
-        if (r && (!opts.state || r.state === opts.state)) records.push(r);
+      for (let i = 0; i < keys.length; i += RUN_LIST_READ_BATCH) {
+        const batch = await Promise.all(keys.slice(i, i + RUN_LIST_READ_BATCH).map((k) => kv.get(k)));
+        for (const e of batch) {
+          const r = decode(e);
+          if (r && (!opts.state || r.state === opts.state)) records.push(r);
+        }
       }
       records.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
       return records.slice(0, limit);
