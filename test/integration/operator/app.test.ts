@@ -276,7 +276,7 @@ describe('App → Deployment and Service', () => {
     });
   });
 
-  it('makes no writes while nothing changes', async () => {
+  it('makes no writes while nothing changes', { timeout: 120_000 }, async () => {
     // Settle: let the App's status catch up with the restored Deployment.
     await eventually('status settled', async () => {
       const w = await op.writes();

@@ -138,7 +138,7 @@ describe('DomainAssignment → Ingress', () => {
     });
   });
 
-  it('makes no writes while nothing changes', async () => {
+  it('makes no writes while nothing changes', { timeout: 120_000 }, async () => {
     await eventually('settled', async () => {
       const w = await op.writes();
       await new Promise((r) => setTimeout(r, 2 * op.settings.resyncPeriodMs));
