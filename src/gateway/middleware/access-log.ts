@@ -12,8 +12,10 @@ export function accessLog(metrics: GatewayMetrics, now: () => number): Middlewar
       const s = ctx.state;
       const seconds = (now() - s.startedAt) / 1000;
       const mode = s.mode ?? 'sync';
-      const project = s.target?.projectId ?? '';
-      const app = s.app ? (s.target?.appName ?? '') : '';
+      // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
+      // any caller create unbounded metric series.
+      const project = s.app ? s.app.projectId : '';
+      const app = s.app ? s.app.appName : '';
       const aborted = !ctx.res.writableFinished;
       metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
       metrics.duration.observe({ project, app, mode }, seconds);
