@@ -5,10 +5,12 @@
  * No pods run (the control plane has no nodes); the objects are what is under test.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
-import { CHART, run } from './helpers.ts';
+import { CHART, REPO, run } from './helpers.ts';
 
 const kubeconfig = () => inject('kubeconfigPath');
 
@@ -82,6 +84,22 @@ describe('charts/apphost', () => {
       expect(applied.stdout).toMatch(
         new RegExp(`^${kind.replaceAll('.', '\\.')}/\\S+ created \\(server dry run\\)$`, 'm'),
       );
+  });
+
+  it('manifests/ applies too (kubectl apply --dry-run=server, in a test namespace)', async () => {
+    const yaml = ['00-crds.yaml', '10-apphost.yaml']
+      .map((f) => readFileSync(join(REPO, 'manifests', f), 'utf8'))
+      .join('\n---\n')
+      .replaceAll('namespace: apphost-system', `namespace: ${namespace}`);
+    const applied = await run(
+      'kubectl',
+      ['apply', '--dry-run=server', '--kubeconfig', kubeconfig(), '-f', '-'],
+      {
+        input: yaml,
+      },
+    );
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toMatch(/^deployment\.apps\/apphost-gateway created \(server dry run\)$/m);
   });
 
   it('renders the external-NATS variant without the bundled server', async () => {
