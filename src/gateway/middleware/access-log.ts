@@ -23,8 +23,8 @@ export function accessLog(metrics: GatewayMetrics, now: () => number): Middlewar
       const line = {
         status: ctx.status,
         mode,
-        project,
-        app,
+        project: s.target?.projectId,
+        app: s.target?.appName,
         durationMs: Math.round(seconds * 1000),
         aborted,
       };
