@@ -13,7 +13,7 @@ import type { BenchContext, Benchmark } from './support/context.ts';
 import { type LoadGenerator, pickLoadGenerator } from './support/load.ts';
 import { findNginx } from './support/nginx.ts';
 import { BENCH_DIR, createParts, PYTHON, REPO_ROOT } from './support/parts.ts';
-import { createReporter, machineInfo, renderResults } from './support/report.ts';
+import { createReporter, loadAverageNow, machineInfo, renderResults } from './support/report.ts';
 import { syncOverhead } from './sync-overhead.ts';
 import { webhooks } from './webhooks.ts';
 
@@ -30,6 +30,7 @@ const Env = z.object({
   BENCH_DURATION_SECONDS: int(10, 1),
   BENCH_WARMUP_SECONDS: int(3, 0),
   BENCH_CONNECTIONS: int(32, 1),
+  BENCH_ROUNDS: int(2, 1),
   BENCH_STREAM_REQUESTS: int(50, 5),
   BENCH_WEBHOOK_BACKLOG: int(1000, 10),
   BENCH_WEBHOOK_PACED: int(200, 10),
@@ -92,6 +93,7 @@ async function main(): Promise<number> {
       durationSeconds: env.BENCH_DURATION_SECONDS,
       warmupSeconds: env.BENCH_WARMUP_SECONDS,
       connections: env.BENCH_CONNECTIONS,
+      rounds: env.BENCH_ROUNDS,
       streamRequests: env.BENCH_STREAM_REQUESTS,
       webhookBacklog: env.BENCH_WEBHOOK_BACKLOG,
       webhookPaced: env.BENCH_WEBHOOK_PACED,
@@ -101,6 +103,7 @@ async function main(): Promise<number> {
   };
 
   const started = Date.now();
+  const loadAverageAtStart = loadAverageNow();
   process.stdout.write(`apphost benchmarks: ${selected.join(', ')} (logs in ${parts.logDir})\n`);
   process.stdout.write(
     `load generator: ${load?.name ?? `none: ${loadMissing}`}; nginx: ${nginx ?? 'not installed'}\n`,
@@ -128,7 +131,7 @@ async function main(): Promise<number> {
     "Everything ran on this one machine at once (load generator, gateway, runtime, NATS, control plane), and other engineers' test runs may have loaded it too: read the figures as ratios on the same machine, not as absolute capacity.",
   );
   if (env.BENCH_RESULTS_FILE) {
-    const info = machineInfo({ python: PYTHON, loadTool: load?.name ?? 'none', nginx });
+    const info = machineInfo({ python: PYTHON, loadTool: load?.name ?? 'none', nginx, loadAverageAtStart });
     writeFileSync(env.BENCH_RESULTS_FILE, renderResults(info, report.rows(), report.notes()));
     process.stdout.write(`\nwrote ${env.BENCH_RESULTS_FILE}\n`);
   }

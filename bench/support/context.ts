@@ -10,6 +10,11 @@ export interface BenchSettings {
   warmupSeconds: number;
   /** Concurrent connections of the load generator (BENCH_CONNECTIONS, default 32). */
   connections: number;
+  /**
+   * Sync rows are measured this many times, the variants interleaved (direct, nginx, gateway, direct, ...),
+   * and the best round of each is reported: on a shared machine the least disturbed run (BENCH_ROUNDS, default 2).
+   */
+  rounds: number;
   /** Sequential requests per streaming variant (BENCH_STREAM_REQUESTS, default 50). */
   streamRequests: number;
   /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 1000). */

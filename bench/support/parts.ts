@@ -35,6 +35,8 @@ export interface Runtime {
 
 export interface GatewayChild {
   url: string;
+  /** The gateway's ops server (/metrics with the Node.js default metrics). */
+  opsUrl: string;
   pid: number;
   proc: ManagedProcess;
 }
@@ -199,7 +201,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     );
     stops.push(() => proc.stop(STOP_GRACE_MS));
     const pid = Number(line.split(' ')[2]);
-    return { url: `http://127.0.0.1:${port}`, pid, proc };
+    return { url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, pid, proc };
   });
 
   const token = once(async () =>

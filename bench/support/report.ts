@@ -2,7 +2,7 @@
  * Result rows: each benchmark reports rows as it finishes them (printed at once), and the run ends by
  * writing them all, with the machine they were measured on, to bench/RESULTS.md.
  */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 
 export interface Row {
@@ -77,29 +77,28 @@ export interface MachineInfo {
   node: string;
   python: string;
   loadAverage: string;
+  loadAverageAtStart: string;
   loadTool: string;
   nginx: string;
 }
 
 function versionOf(cmd: string, args: string[]): string {
-  try {
-    const out = execFileSync(cmd, args, {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 10_000,
-    });
-    return out.trim().split('\n')[0] ?? 'unknown';
-  } catch (err) {
-    // nginx -v writes to stderr.
-    const stderr = (err as { stderr?: string }).stderr;
-    return stderr?.trim().split('\n')[0] ?? 'not installed';
-  }
+  // `nginx -v` and older Pythons print their version on stderr.
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+  if (r.error) return 'not installed';
+  return `${r.stdout ?? ''}${r.stderr ?? ''}`.trim().split('\n')[0] ?? 'unknown';
 }
+
+export const loadAverageNow = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
 
 export function machineInfo(opts: {
   python: string;
   loadTool: string;
   nginx: string | undefined;
+  loadAverageAtStart: string;
 }): MachineInfo {
   return {
     date: new Date().toISOString(),
@@ -108,9 +107,8 @@ export function machineInfo(opts: {
     memoryGiB: (totalmem() / 1024 ** 3).toFixed(1),
     node: process.version,
     python: versionOf(opts.python, ['--version']),
-    loadAverage: loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' / '),
+    loadAverage: loadAverageNow(),
+    loadAverageAtStart: opts.loadAverageAtStart,
     loadTool: opts.loadTool,
     nginx: opts.nginx ? versionOf(opts.nginx, ['-v']) : 'not installed (baseline row skipped)',
   };
@@ -126,7 +124,7 @@ export function renderResults(info: MachineInfo, rows: readonly Row[], notes: re
     `- Machine: ${info.cores} cores (\`os.availableParallelism()\`), ${info.cpuModel}, ${info.memoryGiB} GiB RAM`,
     `- Node ${info.node}, ${info.python}`,
     `- Load generator: ${info.loadTool}; nginx: ${info.nginx}`,
-    `- Load average (1/5/15 min) when the run ended: ${info.loadAverage}`,
+    `- Load average (1/5/15 min) on ${info.cores} cores: ${info.loadAverageAtStart} at the start, ${info.loadAverage} at the end`,
     '',
     markdownTable(rows),
     '',
