@@ -1,11 +1,13 @@
 /**
  * (3) Streaming: time to first event for a generator that yields at once, called directly on the
- * runtime and through the gateway. Sequential requests on a keep-alive connection, alternating the two
- * so that machine noise hits both alike; the clock runs from sending the request to the first `data:`.
+ * runtime, through nginx `proxy_pass` (unbuffered; when installed) and through the gateway. Sequential
+ * requests on keep-alive connections, alternating the variants so that machine noise hits all alike; the clock runs from sending the request to the first `data:`.
  */
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import type { BenchContext } from './support/context.ts';
+import { startNginx } from './support/nginx.ts';
 import { APP, PROJECT } from './support/parts.ts';
 import { fmtMs, fmtRatio, median, percentile } from './support/stats.ts';
 
@@ -49,8 +51,12 @@ async function timeToFirstEvent(
 export async function streaming(ctx: BenchContext): Promise<void> {
   const { report, settings } = ctx;
   const [rt, gw, token] = await Promise.all([ctx.parts.runtime(), ctx.parts.gateway(), ctx.parts.token()]);
+  const nginx = ctx.nginx
+    ? await startNginx(ctx.nginx, rt.port, join(ctx.parts.logDir, 'nginx-sse'))
+    : undefined;
   const variants = [
     { name: 'direct runtime', url: `${rt.url}/first`, headers: {} as Record<string, string> },
+    ...(nginx ? [{ name: 'nginx proxy_pass → runtime', url: `${nginx.url}/first`, headers: {} }] : []),
     {
       name: 'gateway → runtime',
       url: `${gw.url}/v4/${PROJECT}/${APP}/first`,
@@ -68,6 +74,7 @@ export async function streaming(ctx: BenchContext): Promise<void> {
     }
   } finally {
     await agent.close();
+    await nginx?.stop();
   }
   const medians = samples.map((s) => median(s));
   for (const [k, v] of variants.entries()) {
@@ -80,11 +87,14 @@ export async function streaming(ctx: BenchContext): Promise<void> {
       other: `${s.length} sequential requests`,
     });
   }
-  const [direct = Number.NaN, viaGateway = Number.NaN] = medians;
-  report.row({
-    benchmark: 'streaming',
-    variant: 'ratio gateway/direct',
-    p50: fmtRatio(viaGateway, direct),
-    other: `added ${fmtMs(viaGateway - direct)} to the median`,
-  });
+  const viaGateway = medians.at(-1) ?? Number.NaN;
+  const ratio = (base: string, m: number) =>
+    report.row({
+      benchmark: 'streaming',
+      variant: `ratio gateway/${base}`,
+      p50: fmtRatio(viaGateway, m),
+      other: `added ${fmtMs(viaGateway - m)} to the median`,
+    });
+  ratio('direct', medians[0] ?? Number.NaN);
+  if (nginx) ratio('nginx', medians[1] ?? Number.NaN);
 }
