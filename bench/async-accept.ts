@@ -2,15 +2,38 @@
  * (2) Async accept: `?async=true` calls through the gateway under load. Each 202 is sent only after
  * real JetStream (file storage) has acknowledged the run, so accepted runs/s is the durable-queueing
  * rate. The run worker is off in the benchmark gateway, so the figure is the accept path alone; the RUNS
- * stream's message count is checked against the 202s counted by the load generator.
+ * stream's message count is checked against the 202s counted by the load generator. Then a second
+ * gateway process with its run worker on executes the queued runs against the runtime, timed until
+ * RUNS is empty: executed runs/s.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { DEFAULT_RUN_WORKER_SETTINGS } from '../src/runs/settings.ts';
 import { RUNS_STREAM } from '../src/shared/contracts/messaging.ts';
 import { type BenchContext, errorNote } from './support/context.ts';
-import { APP, PROJECT } from './support/parts.ts';
-import { fmtMs, fmtRate } from './support/stats.ts';
+import { APP, PROJECT, STOP_GRACE_MS } from './support/parts.ts';
+import { fmtMs, fmtRate, sleep } from './support/stats.ts';
+
+/** Bound on draining the queued runs with the run worker (a partial figure is reported after it). */
+export const ASYNC_DRAIN_BOUND_MS = 60_000;
+/** How often the RUNS stream's message count is read while it drains. */
+export const ASYNC_DRAIN_POLL_MS = 250;
+
 import { ECHO_BODY } from './sync-overhead.ts';
+
+/** `apphost_runs_finished_total` of the worker process by state, e.g. "success 11866". */
+async function finishedStates(opsUrl: string): Promise<string> {
+  try {
+    const text = await (await fetch(`${opsUrl}/metrics`)).text();
+    const parts = text
+      .split('\n')
+      .filter((l) => l.startsWith('apphost_runs_finished_total{'))
+      .map((l) => `${/state="([^"]*)"/.exec(l)?.[1] ?? '?'} ${l.slice(l.lastIndexOf(' ') + 1)}`);
+    return parts.length ? parts.join(', ') : 'none reported';
+  } catch (err) {
+    return `unknown (${(err as Error).message})`;
+  }
+}
 
 export async function asyncAccept(ctx: BenchContext): Promise<void> {
   const { report, settings, load } = ctx;
@@ -59,6 +82,33 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
       report.note(
         `async: RUNS gained ${queued} messages for ${accepted} 202s: runs were acknowledged but not queued!`,
       );
+    }
+
+    // The queued runs, executed: a gateway process with its run worker on drains RUNS (work-queue
+    // retention: an executed, acknowledged run leaves the stream).
+    const backlog = await messages();
+    const worker = await ctx.parts.workerGateway();
+    try {
+      const t0 = Date.now();
+      let left = backlog;
+      while (left > 0 && Date.now() - t0 < ASYNC_DRAIN_BOUND_MS) {
+        await sleep(ASYNC_DRAIN_POLL_MS);
+        left = await messages();
+      }
+      const seconds = (Date.now() - t0) / 1000;
+      const states = await finishedStates(worker.opsUrl);
+      report.row({
+        benchmark: 'async',
+        variant: 'run worker executes queued runs',
+        throughput: fmtRate((backlog - left) / seconds, 'runs/s'),
+        other:
+          `${backlog - left} of ${backlog} queued runs executed in ${seconds.toFixed(1)} s ` +
+          `(worker concurrency ${DEFAULT_RUN_WORKER_SETTINGS.concurrency}; includes the worker's start)` +
+          (left > 0 ? `; stopped at the ${ASYNC_DRAIN_BOUND_MS / 1000} s bound` : '') +
+          `; final states: ${states}`,
+      });
+    } finally {
+      await worker.proc.stop(STOP_GRACE_MS);
     }
   } finally {
     await nc.close();

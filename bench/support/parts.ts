@@ -114,6 +114,8 @@ export interface Parts {
   runtime(): Promise<Runtime>;
   /** The gateway child (run worker off: async runs only queue, so the 202 path is what is measured). */
   gateway(): Promise<GatewayChild>;
+  /** Another gateway process with its run worker on (default settings); the caller stops it. */
+  workerGateway(): Promise<GatewayChild>;
   /** A run token for PROJECT, valid for the whole run. */
   token(): Promise<string>;
   stop(): Promise<void>;
@@ -170,7 +172,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return { url, port, proc };
   });
 
-  const gateway = once(async (): Promise<GatewayChild> => {
+  const startGateway = async (name: string, worker: boolean): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
     const app: ResolvedApp = {
       projectId: PROJECT,
@@ -182,7 +184,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
       functions: ['echo', 'first'],
     };
     const { proc, line } = await startNodeChild(
-      'gateway',
+      name,
       join(BENCH_DIR, 'gateway-entry.ts'),
       {
         NATS_URL: n.url,
@@ -192,16 +194,21 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         APPHOST_GATEWAY_HOST: '127.0.0.1',
         APPHOST_PLATFORM_KEY: PLATFORM_KEY,
         APPHOST_RUN_TOKEN_KEYS_FILE: k.file,
-        APPHOST_RUN_WORKER: 'false',
+        APPHOST_RUN_WORKER: String(worker),
         APPHOST_BENCH_APPS: JSON.stringify([app]),
       },
       'listening ',
       logDir,
       opts.gatewayNodeArgs,
     );
-    stops.push(() => proc.stop(STOP_GRACE_MS));
     const pid = Number(line.split(' ')[2]);
     return { url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, pid, proc };
+  };
+
+  const gateway = once(async () => {
+    const g = await startGateway('gateway', false);
+    stops.push(() => g.proc.stop(STOP_GRACE_MS));
+    return g;
   });
 
   const token = once(async () =>
@@ -213,6 +220,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     nats,
     runtime,
     gateway,
+    workerGateway: () => startGateway('gateway-worker', true),
     token,
     async stop() {
       for (const s of stops.reverse()) await s().catch(() => {});
