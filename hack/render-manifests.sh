@@ -50,12 +50,12 @@ metadata:
     app.kubernetes.io/part-of: apphost
 YAML
 
-# kubectl users create the platform key Secret once (docs/install.md): a rendered file cannot hold a
-# generated secret, and it must survive re-applies.
+# A rendered file cannot hold a generated secret: instead of the lookup-and-keep Secret, a Job
+# (apphost ensure-platform-key) creates the platform key once, and re-applies leave it alone.
 {
   header "charts/apphost"
   "$helm" template "$release" "$root/charts/apphost" --namespace "$namespace" \
-    --set platformKey.create=false
+    --set platformKey.create=false --set platformKey.job.enabled=true
 } > "$out/10-apphost.yaml"
 
 echo "render-manifests: wrote $out/00-crds.yaml $out/01-namespace.yaml $out/10-apphost.yaml" >&2

@@ -79,6 +79,11 @@ export const COMMANDS: readonly Command[] = [
     load: command('../management/cli.ts', 'runCreateServiceAccountCommand'),
   },
   {
+    name: 'ensure-platform-key',
+    summary: 'create the platform key Secret if it is missing (the plain-YAML install runs this as a Job)',
+    load: command('./ensure-platform-key.ts', 'runEnsurePlatformKeyCommand'),
+  },
+  {
     name: 'rotate-run-token-keys',
     summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',
     load: command('../management/cli.ts', 'runRotateRunTokenKeysCommand'),

@@ -1,0 +1,80 @@
+/**
+ * `apphost ensure-platform-key`: creates the platform key Secret when it does not exist, and never
+ * changes an existing one. The plain-YAML install (manifests/) runs it as a Job, because a rendered file
+ * cannot hold a generated secret; the Helm chart generates the key itself (lookup + keep).
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { UsageError } from './commands.ts';
+
+export const PLATFORM_KEY_SECRET_KEY = 'platform-key';
+export const DEFAULT_PLATFORM_KEY_SECRET = 'apphost-platform-key';
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/** 36 random bytes → 48 URL-safe characters. */
+export function newPlatformKey(): string {
+  return randomBytes(36).toString('base64url');
+}
+
+export async function runEnsurePlatformKeyCommand(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  io: { out: (l: string) => void; err: (l: string) => void } = {
+    out: (l) => process.stdout.write(`${l}\n`),
+    err: (l) => process.stderr.write(`${l}\n`),
+  },
+): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      namespace: { type: 'string' },
+      secret: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    io.out(
+      'usage: apphost ensure-platform-key [--namespace NS ($POD_NAMESPACE)] [--secret apphost-platform-key] [--kubeconfig FILE]',
+    );
+    return 0;
+  }
+  const namespace = values.namespace ?? env.POD_NAMESPACE;
+  if (!namespace) throw new UsageError('--namespace is required (or POD_NAMESPACE)');
+  const name = values.secret ?? DEFAULT_PLATFORM_KEY_SECRET;
+  if (!DNS_SUBDOMAIN.test(name) || !DNS_SUBDOMAIN.test(namespace))
+    throw new UsageError('--secret and --namespace must be DNS names');
+
+  const kc = new KubeConfig();
+  const file = values.kubeconfig ?? env.KUBECONFIG;
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromCluster();
+  const core = kc.makeApiClient(CoreV1Api);
+  try {
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: {
+          name,
+          namespace,
+          labels: { 'app.kubernetes.io/part-of': 'apphost', 'app.kubernetes.io/component': 'platform-key' },
+        },
+        type: 'Opaque',
+        stringData: { [PLATFORM_KEY_SECRET_KEY]: newPlatformKey() },
+      },
+    });
+    io.out(`created Secret ${namespace}/${name}`);
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== 409) {
+      io.err(
+        `apphost ensure-platform-key: cannot create Secret ${namespace}/${name}: ${(err as Error).message}`,
+      );
+      return 1;
+    }
+    io.out(`Secret ${namespace}/${name} exists; left unchanged`);
+  }
+  return 0;
+}
