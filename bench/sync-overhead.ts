@@ -97,6 +97,9 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
         if (settings.warmupSeconds > 0) await load.run(spec(v, settings.warmupSeconds));
         const cpu0 = v === viaGateway ? procCpuSeconds(gw.pid) : Number.NaN;
         const r = await load.run(spec(v, settings.durationSeconds));
+        process.stdout.write(
+          `    round ${round + 1}/${settings.rounds}: ${v.name}: ${fmtRate(r.rps, 'req/s')}, p50 ${fmtMs(r.p50Ms)}, p99 ${fmtMs(r.p99Ms)}\n`,
+        );
         if (!v.best || r.rps > v.best.rps) {
           v.best = r;
           if (v === viaGateway) v.cpuMsPerRequest = ((procCpuSeconds(gw.pid) - cpu0) * 1000) / r.requests;

@@ -3,7 +3,7 @@
  * end: a private NATS server (JetStream), the Python runtime serving bench/apps/echo, and the gateway
  * as its own child process (so its RSS can be read and it never shares an event loop with the load).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -146,6 +146,9 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
   });
 
   const runtime = once(async (): Promise<Runtime> => {
+    if (!existsSync(PYTHON)) {
+      throw new Error(`no Python runtime at ${PYTHON}: run 'make deps-python' (or 'make bench', which does)`);
+    }
     const port = await freePort();
     const proc = startProcess(
       'runtime',
