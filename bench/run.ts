@@ -44,6 +44,8 @@ const Env = z.object({
       'a comma-separated list of positive integers',
     ),
   BENCH_LOAD_TOOL: z.enum(['wrk', 'autocannon']).optional(),
+  /** nginx binary for the baseline rows; `none` skips them; unset: Debian's, when installed. */
+  BENCH_NGINX: z.string().optional(),
   BENCH_GATEWAY_LOG_LEVEL: z
     .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
     .default('warn'),
@@ -77,7 +79,7 @@ async function main(): Promise<number> {
   } catch (err) {
     loadMissing = (err as Error).message;
   }
-  const nginx = findNginx();
+  const nginx = env.BENCH_NGINX === 'none' ? undefined : (env.BENCH_NGINX ?? findNginx());
   const report = createReporter();
   const parts = createParts({
     gatewayLogLevel: env.BENCH_GATEWAY_LOG_LEVEL,
