@@ -144,6 +144,28 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   }
   if (!viaNginx) report.unavailable('sync', 'ratio gateway/nginx', 'no nginx row');
 
+  // One connection: the latency a single caller sees, without queueing behind 31 others.
+  const single = async (v: Variant) =>
+    load.run({ ...spec(v, Math.max(1, Math.ceil(settings.durationSeconds / 2))), connections: 1 });
+  const d1 = await single(direct);
+  const g1 = await single(viaGateway);
+  for (const [name, r] of [
+    ['direct runtime, 1 connection', d1],
+    ['gateway → runtime, 1 connection', g1],
+  ] as const) {
+    report.row({
+      benchmark: 'sync',
+      variant: name,
+      throughput: fmtRate(r.rps, 'req/s'),
+      p50: fmtMs(r.p50Ms),
+      p99: fmtMs(r.p99Ms),
+      other:
+        r === g1
+          ? `added p50 ${fmtMs(g1.p50Ms - d1.p50Ms)}, p99 ${fmtMs(g1.p99Ms - d1.p99Ms)}${errorNote(r)}`
+          : `${r.requests} requests${errorNote(r)}`,
+    });
+  }
+
   const heap = (k: string, m = mem) => fmtBytes(m[k] ?? Number.NaN);
   report.row({
     benchmark: 'memory',
