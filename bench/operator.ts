@@ -8,7 +8,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -174,42 +174,12 @@ function grown(before: Map<string, number>, after: Map<string, number>): string[
 
 const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
 
-/**
- * The test control plane's Service CIDR is a /24 (~250 ClusterIPs), too small for N=1000 Apps (one
- * Service each). The harness honours KUBEBUILDER_ASSETS, so point it at a directory whose kube-apiserver
- * is a wrapper that appends a wider range (the last value of a repeated flag wins) and whose other
- * binaries are links to the real ones.
- */
-function widenServiceRange(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  for (const name of ['etcd', 'kube-controller-manager', 'kubectl']) {
-    symlinkSync(binaryPath(name), join(dir, name));
-  }
-  writeFileSync(
-    join(dir, 'kube-apiserver'),
-    `#!/bin/sh\nexec '${binaryPath('kube-apiserver')}' "$@" --service-cluster-ip-range=${BENCH_SERVICE_CIDR}\n`,
-    { mode: 0o755 },
-  );
-  return dir;
-}
-
-async function startWideControlPlane(dir: string): Promise<ControlPlane> {
-  const assets = widenServiceRange(dir);
-  const saved = process.env.KUBEBUILDER_ASSETS;
-  process.env.KUBEBUILDER_ASSETS = assets;
-  try {
-    return await startControlPlane();
-  } finally {
-    if (saved === undefined) delete process.env.KUBEBUILDER_ASSETS;
-    else process.env.KUBEBUILDER_ASSETS = saved;
-  }
-}
-
 export async function operatorConvergence(ctx: BenchContext): Promise<void> {
   const { report, settings } = ctx;
   let cp: ControlPlane;
   try {
-    cp = await startWideControlPlane(join(ctx.parts.logDir, 'kube-assets'));
+    // One Service per App: the default /24 ClusterIP range is too small for N=1000.
+    cp = await startControlPlane({ serviceClusterIpRange: BENCH_SERVICE_CIDR });
   } catch (err) {
     for (const n of settings.operatorApps) {
       report.unavailable(

@@ -31,6 +31,8 @@ export interface ControlPlane {
 export interface ControlPlaneOptions {
   /** Start kube-controller-manager (garbage collector, deployment, replicaset, namespace controllers). */
   controllerManager?: boolean;
+  /** ClusterIP range; the default /24 holds ~250 Services, too few for the 1000-App benchmark. */
+  serviceClusterIpRange?: string;
 }
 
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -88,7 +90,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           `--secure-port=${apiPort}`,
           '--bind-address=127.0.0.1',
           '--advertise-address=127.0.0.1',
-          '--service-cluster-ip-range=10.0.0.0/24',
+          `--service-cluster-ip-range=${opts.serviceClusterIpRange ?? '10.0.0.0/24'}`,
           '--allow-privileged=true',
           '--disable-admission-plugins=ServiceAccount',
           '--authorization-mode=RBAC',
