@@ -3,8 +3,8 @@
  * suite (all of it, or the named subset) on this machine, prints each row as it finishes, and writes
  * the table to bench/RESULTS.md. Settings: docs/benchmarks.md.
  */
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { asyncAccept } from './async-accept.ts';
 import { operatorConvergence } from './operator.ts';
@@ -54,8 +54,8 @@ const Env = z.object({
     .string()
     .default('')
     .transform((s) => s.split(' ').filter((a) => a !== '')),
-  /** Where the Markdown table goes; empty = do not write it. */
-  BENCH_RESULTS_FILE: z.string().default(join(BENCH_DIR, 'RESULTS.md')),
+  /** Where the Markdown table goes; empty = do not write it. A subset run never replaces RESULTS.md. */
+  BENCH_RESULTS_FILE: z.string().optional(),
 });
 
 async function main(): Promise<number> {
@@ -133,10 +133,14 @@ async function main(): Promise<number> {
   report.note(
     "Everything ran on this one machine at once (load generator, gateway, runtime, NATS, control plane), and other engineers' test runs may have loaded it too: read the figures as ratios on the same machine, not as absolute capacity.",
   );
-  if (env.BENCH_RESULTS_FILE) {
+  const resultsFile =
+    env.BENCH_RESULTS_FILE ??
+    (names.length ? join(BENCH_DIR, '.out', 'RESULTS-partial.md') : join(BENCH_DIR, 'RESULTS.md'));
+  if (resultsFile) {
+    mkdirSync(dirname(resultsFile), { recursive: true });
     const info = machineInfo({ python: PYTHON, loadTool: load?.name ?? 'none', nginx, loadAverageAtStart });
-    writeFileSync(env.BENCH_RESULTS_FILE, renderResults(info, report.rows(), report.notes()));
-    process.stdout.write(`\nwrote ${env.BENCH_RESULTS_FILE}\n`);
+    writeFileSync(resultsFile, renderResults(info, report.rows(), report.notes()));
+    process.stdout.write(`\nwrote ${resultsFile}\n`);
   }
   return failed ? 1 : 0;
 }
