@@ -223,7 +223,9 @@ describe('charts/apphost', () => {
     it.each([
       ['operator', 'create', 'deployments.apps', undefined, true],
       ['operator', 'update', 'apps.apphost.dev/status', undefined, true],
-      ['operator', 'create', 'ingresses.networking.k8s.io', undefined, true],
+      ['operator', 'create', 'ingresses.networking.k8s.io', 'OWN', true],
+      ['operator', 'create', 'ingresses.networking.k8s.io', 'default', false],
+      ['operator', 'list', 'namespaces', undefined, false],
       ['operator', 'create', 'leases.coordination.k8s.io', 'OWN', true],
       ['operator', 'create', 'leases.coordination.k8s.io', 'default', false],
       ['operator', 'get', 'secrets', undefined, false],
