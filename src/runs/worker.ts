@@ -272,8 +272,10 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of res.body) {
-        size += (chunk as Buffer).length;
+        // Keeps the chunk that crosses the limit, so `complete` sees an oversize body and does not
+        // forward a truncated one as if it were the whole response.
         if (size <= settings.maxWebhookBodyBytes) chunks.push(chunk as Buffer);
+        size += (chunk as Buffer).length;
       }
       const contentType = res.headers['content-type'];
       const ok = res.statusCode >= 200 && res.statusCode < 300;

@@ -349,6 +349,44 @@ describe('redelivery cap', () => {
   });
 });
 
+describe('webhook body limit', () => {
+  it('a response over maxWebhookBodyBytes is not forwarded (never truncated)', async () => {
+    await worker.stop(10_000);
+    worker = createRunWorker({
+      nc,
+      resolver,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: {
+        ...DEFAULT_RUN_WORKER_SETTINGS,
+        ackWaitMs: ACK_WAIT_MS,
+        pullExpiresMs: 1_000,
+        maxWebhookBodyBytes: 64,
+      },
+    });
+    await worker.start();
+    const endpoint = 'http://hooks.example.test/too-big';
+    const r = await runAsync(
+      'hello',
+      'echo',
+      { pad: 'x'.repeat(500) },
+      `&webhookEndpoint=${encodeURIComponent(endpoint)}`,
+    );
+    const runId = String(r.headers['x-request-id']);
+    expect((await waitForState('hello', runId, ['success', 'failure', 'timeout'])).state).toBe('success');
+    const consumer = await jetstream(nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
+    const forRun: WebhookJob[] = [];
+    for (;;) {
+      const msg = await consumer.next({ expires: 2_000 });
+      if (!msg) break;
+      msg.ack();
+      const j = msg.json<WebhookJob>();
+      if (j.requestId === runId) forRun.push(j);
+    }
+    expect(forRun.map((j) => Buffer.from(j.response.bodyBase64, 'base64').length)).toEqual([]);
+  });
+});
+
 describe('NATS outage', () => {
   it('an async call is refused with 503 queue_unavailable while NATS is down', async () => {
     await nats.stop({ keepStore: true });
