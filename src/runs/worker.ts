@@ -61,6 +61,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
   const js = jetstream(nc);
+  const maxPayload = () => nc.info?.max_payload ?? 1024 * 1024;
 
   const metrics = {
     finished: new Counter({
@@ -214,24 +215,26 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   async function complete(msg: JsMsg, job: RunJob, outcome: RunOutcome, runLog: Logger): Promise<void> {
     const hook = webhookResponse(outcome);
     if (job.webhook && hook) {
-      if (hook.body.length > settings.maxWebhookBodyBytes) {
+      const webhookJob =
+        hook.body.length > settings.maxWebhookBodyBytes
+          ? undefined
+          : makeWebhookJob({
+              requestId: job.requestId,
+              projectId: job.projectId,
+              appName: job.appName,
+              target: job.webhook,
+              status: hook.status,
+              contentType: hook.contentType,
+              body: hook.body,
+              runStatus: hook.runStatus,
+              completedAt: now(),
+            });
+      // A job NATS can never take (base64 body + envelope over max_payload) must not fail the
+      // completion: that would nak the run and execute the function again.
+      if (!webhookJob || Buffer.byteLength(JSON.stringify(webhookJob)) > maxPayload()) {
         runLog.warn({ size: hook.body.length }, 'response too large to forward to the webhook');
       } else {
-        await publishWebhookJob(
-          js,
-          makeWebhookJob({
-            requestId: job.requestId,
-            projectId: job.projectId,
-            appName: job.appName,
-            target: job.webhook,
-            status: hook.status,
-            contentType: hook.contentType,
-            body: hook.body,
-            runStatus: hook.runStatus,
-            completedAt: now(),
-          }),
-          settings.webhookPublishTimeoutMs,
-        );
+        await publishWebhookJob(js, webhookJob, settings.webhookPublishTimeoutMs);
       }
     }
     await (store as RunStore).update(job.projectId, job.appName, job.requestId, (cur) =>

@@ -115,7 +115,7 @@ beforeAll(async () => {
   store = createRunStore(await ensureRunsInfrastructure(jsm, new Kvm(nc)), nc);
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
   resolver.apps.push(
-    app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom', 'gated'] }),
+    app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom', 'gated', 'big'] }),
     app('brief', { gracePeriodSeconds: 1 }),
   );
   gateway = createGateway({
@@ -384,6 +384,30 @@ describe('webhook body limit', () => {
       if (j.requestId === runId) forRun.push(j);
     }
     expect(forRun.map((j) => Buffer.from(j.response.bodyBase64, 'base64').length)).toEqual([]);
+  });
+});
+
+describe('webhook job over the NATS max_payload', () => {
+  it('is not forwarded, and the run still succeeds after one execution', async () => {
+    await worker.stop(10_000);
+    worker = createRunWorker({
+      nc,
+      resolver,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: { ...DEFAULT_RUN_WORKER_SETTINGS, ackWaitMs: ACK_WAIT_MS, pullExpiresMs: 1_000 },
+    });
+    await worker.start();
+    // Under maxWebhookBodyBytes (768 KiB), but base64 plus the job envelope is over 1 MiB.
+    const size = 786_000;
+    expect(size + 2).toBeLessThanOrEqual(DEFAULT_RUN_WORKER_SETTINGS.maxWebhookBodyBytes);
+    const endpoint = `http://hooks.example.test/${'p'.repeat(1500)}`;
+    const r = await runAsync('hello', 'big', { size }, `&webhookEndpoint=${encodeURIComponent(endpoint)}`);
+    expect(r.status).toBe(202);
+    const runId = String(r.headers['x-request-id']);
+    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    expect(rec.state).toBe('success');
+    expect(rec.executions).toBe(1);
   });
 });
 
