@@ -59,12 +59,13 @@ export const nodeSpawner: Spawner = {
     return {
       pid: child.pid,
       kill: (signal) => {
-        if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
-        // The whole group: whatever the app's code spawned goes with it.
+        if (child.pid === undefined) return;
+        // The whole group: whatever the app's code spawned goes with it, even after the leader has
+        // exited (its group lives on while any member does; ESRCH once it is empty).
         try {
           process.kill(-child.pid, signal);
         } catch {
-          child.kill(signal);
+          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
         }
       },
       exited,

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -11,6 +11,14 @@ const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
     return true;
+  } catch {
+    return false;
+  }
+};
+
+const isZombie = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z') ?? false;
   } catch {
     return false;
   }
@@ -106,11 +114,42 @@ describe('supervisor (real child processes)', () => {
     const second = sup.status('web')!.pid!;
     expect(second).not.toBe(first);
     expect(alive(first)).toBe(false);
-    expect(lines).toContain('[web] bye');
+    // 'exit' may come before the last piped output line has been read.
+    await until('bye', () => lines.includes('[web] bye'));
     expect(sup.status('web')).toMatchObject({ running: true, starts: 2, consecutiveCrashes: 0 });
     await sup.stopAll();
     expect(alive(second)).toBe(false);
     expect(sup.status('web')?.running).toBe(false);
+  });
+
+  it('stopping an app also ends what it spawned, even a helper that ignores SIGTERM', async () => {
+    const helper = script(
+      'helper.mjs',
+      `process.on('SIGTERM', () => {}); console.log('helper ' + process.pid); setInterval(() => {}, 1000);`,
+    );
+    const parent = script(
+      'parent.mjs',
+      `import { spawn } from 'node:child_process';
+spawn(process.execPath, [${JSON.stringify(helper)}], { stdio: ['ignore', 'inherit', 'ignore'] });
+process.on('SIGTERM', () => process.exit(0));
+setInterval(() => {}, 1000);`,
+    );
+    sup = createSupervisor({ spawner: nodeSpawner, log: silentLogger(), output: (l) => lines.push(l) });
+    sup.add({
+      name: 'parent',
+      spec: () => ({ command: process.execPath, args: [parent], cwd: dir, env: process.env }),
+      graceMs: () => 5_000,
+    });
+    await until('helper', () => lines.some((l) => l.startsWith('[parent] helper ')));
+    const helperPid = Number(lines.find((l) => l.startsWith('[parent] helper '))?.split(' ')[2]);
+    expect(alive(helperPid)).toBe(true);
+    try {
+      await sup.stopAll();
+      // The orphaned helper may linger as a zombie until init reaps it: count that as gone.
+      await until('helper gone', () => !alive(helperPid) || isZombie(helperPid), 5_000);
+    } finally {
+      if (alive(helperPid)) process.kill(helperPid, 'SIGKILL');
+    }
   });
 
   it('SIGKILLs a process that ignores SIGTERM once its grace period is over', async () => {

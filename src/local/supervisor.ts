@@ -103,7 +103,12 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
     e.child = child;
     deps.log.info({ app: e.proc.name, pid: child.pid, start: e.starts }, 'app process started');
     deps.onStart?.(e.proc.name, child.pid);
-    void child.exited.then((exit) => onExit(e, generation, exit, clock.now() - startedAt));
+    void child.exited.then((exit) => {
+      // Whatever it spawned and left behind (e.g. a helper ignoring SIGTERM) must not outlive it,
+      // whether it crashed or was stopped: its process group gets a SIGKILL.
+      child.kill('SIGKILL');
+      onExit(e, generation, exit, clock.now() - startedAt);
+    });
   };
 
   const onExit = (e: Entry, generation: number, exit: ExitInfo, ranMs: number) => {
