@@ -11,7 +11,7 @@ import type { WebhookJob } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
-import { callUpstream, forwardResponseHeaders } from '../upstream.ts';
+import { callUpstream, forwardResponseHeaders, upstreamError } from '../upstream.ts';
 import type { PreparedRun } from './prepare.ts';
 
 export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
@@ -97,7 +97,15 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
   const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
   if (!isStream && declared !== undefined && declared <= SMALL_RESPONSE_BYTES) {
     // A small, complete response: one write instead of a stream pipeline (cheaper per call).
-    const buf = Buffer.from(await res.body.arrayBuffer());
+    let buf: Buffer;
+    try {
+      buf = Buffer.from(await res.body.arrayBuffer());
+    } catch (err) {
+      // Nothing is sent yet, so the caller gets a JSON error (504 for a stalled body) — without the
+      // app's headers copied above (e.g. its Content-Encoding would mislabel our body).
+      for (const name of Object.keys(forwardResponseHeaders(res.headers))) ctx.remove(name);
+      throw upstreamError(err, abort.signal);
+    }
     const status = res.statusCode;
     webhookFor(status, contentType, buf, status >= 200 && status < 300 ? 'success' : 'failure');
     ctx.body = buf;

@@ -252,6 +252,46 @@ describe('errors are JSON with the right status', () => {
   });
 });
 
+describe('a response body that stalls', () => {
+  it("is a 504 JSON error without the app's headers", async () => {
+    const stall = await listen((req, res) => {
+      req.resume();
+      // The head promises 10 bytes, then nothing comes.
+      res.writeHead(200, { 'content-length': '10', 'content-encoding': 'gzip', 'x-upstream': 'yes' });
+      res.flushHeaders();
+    });
+    const r = staticResolver([app('stall', { runtime: 'custom', upstream: stall.url })]);
+    const g = createGateway({
+      resolver: r,
+      verifyRunToken: createRunTokenVerifier(() => keys),
+      nc,
+      secretBox,
+      log: silentLogger(),
+      registry: new Registry(),
+      settings: { ...DEFAULT_GATEWAY_SETTINGS, streamIdleTimeoutMs: 1_000 },
+    });
+    const l = await listen(g.callback());
+    try {
+      const res = await request(`${l.url}/v4/${P}/stall/run`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const text = await res.body.text();
+      expect(res.statusCode).toBe(504);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      expect(res.headers['content-encoding']).toBeUndefined();
+      expect(res.headers['x-upstream']).toBeUndefined();
+      expect(res.headers['x-request-id']).toBeTruthy();
+      expect(JSON.parse(text).error.code).toBe('upstream_timeout');
+    } finally {
+      await closeServer(stall.server);
+      await closeServer(l.server);
+      await g.close();
+    }
+  });
+});
+
 describe('streaming', () => {
   it('passes each event through as the generator yields it, with the spec headers', async () => {
     const gate = join(dir, 'gate-');
