@@ -17,6 +17,8 @@ export interface ManagementSettings {
   lastUsedIntervalSeconds: number;
   /** Longest lifetime a run token may be issued for. */
   maxRunTokenDays: number;
+  /** Age a rotated run-token key must reach before it signs (its way to the gateway's mounted Secret). */
+  runTokenKeyActivationSeconds: number;
 }
 
 export const DEFAULT_SETTINGS: ManagementSettings = {
@@ -24,6 +26,7 @@ export const DEFAULT_SETTINGS: ManagementSettings = {
   authCacheSeconds: 3,
   lastUsedIntervalSeconds: 60,
   maxRunTokenDays: 366,
+  runTokenKeyActivationSeconds: 120,
 };
 
 export interface HandlerDeps {

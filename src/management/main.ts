@@ -35,6 +35,7 @@ export const ManagementEnv = z.object({
   APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS: int(DEFAULT_SETTINGS.authCacheSeconds),
   APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS: int(DEFAULT_SETTINGS.lastUsedIntervalSeconds),
   APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS: int(DEFAULT_SETTINGS.maxRunTokenDays, 1),
+  APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS: int(DEFAULT_SETTINGS.runTokenKeyActivationSeconds),
   APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS: int(10, 1),
   APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS: int(2),
   APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS: int(10, 1),
@@ -91,6 +92,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       authCacheSeconds: cfg.APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS,
       lastUsedIntervalSeconds: cfg.APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS,
       maxRunTokenDays: cfg.APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS,
+      runTokenKeyActivationSeconds: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS,
     },
   });
   // Make sure the run-token key Secret exists (first start generates it) before serving.

@@ -4,6 +4,7 @@ import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { issueRunToken } from '../../shared/run-tokens.ts';
 import { readJsonBody } from '../body.ts';
 import { type HandlerDeps, projectScope } from '../context.ts';
+import { activeKeySet } from '../signing-key.ts';
 import { createRunTokenBody, parseOrThrow, toDate } from '../validation.ts';
 
 const DAY_MS = 86_400_000;
@@ -25,7 +26,12 @@ export function registerRunTokenRoutes(router: Router, deps: HandlerDeps): void 
         ErrorCode.Unprocessable,
         `expires_at may be at most ${deps.settings.maxRunTokenDays} days ahead`,
       );
-    const token = await issueRunToken(await deps.store.getRunTokenKeys(), projectId, expiresAt, now);
+    const keys = activeKeySet(
+      await deps.store.getRunTokenKeys(),
+      now.getTime(),
+      deps.settings.runTokenKeyActivationSeconds * 1000,
+    );
+    const token = await issueRunToken(keys, projectId, expiresAt, now);
     ctx.status = 201;
     ctx.set('cache-control', 'no-store');
     // JWT exp has second precision: report the expiry the token actually carries.
