@@ -62,7 +62,7 @@ const table: Row[] = [
     name: 'an assigned domain gets its Ingress and Ready=Routed',
     domain: da({ appName: 'alpha' }),
     apps: ['alpha'],
-    wantWrites: ['apply ingresses domain-p1-dom-1', 'patch-status domainassignments dom-1'],
+    wantWrites: ['apply ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
     wantReason: 'Routed',
   },
   {
@@ -77,7 +77,7 @@ const table: Row[] = [
     name: 'unassigning deletes the Ingress',
     domain: da({ appName: '' }),
     ingress: makeIngress(da({ appName: 'alpha' }), settings),
-    wantWrites: ['delete ingresses domain-p1-dom-1', 'patch-status domainassignments dom-1'],
+    wantWrites: ['delete ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
     wantReason: 'Unassigned',
   },
   {
@@ -95,10 +95,25 @@ const table: Row[] = [
     wantReason: 'HostnameConflict',
   },
   {
+    name: 'an Ingress under the earlier, ambiguous name is replaced',
+    domain: da({ appName: 'alpha' }),
+    apps: ['alpha'],
+    ingress: (() => {
+      const ing = makeIngress(da({ appName: 'alpha' }), settings);
+      return { ...ing, metadata: { ...ing.metadata, name: 'domain-p1-dom-1' } };
+    })(),
+    wantWrites: [
+      'delete ingresses domain-p1-dom-1',
+      'apply ingresses domain-p1.dom-1',
+      'patch-status domainassignments dom-1',
+    ],
+    wantReason: 'Routed',
+  },
+  {
     name: 'deletion removes the Ingress, then the finalizer',
     domain: da({ appName: 'alpha' }, { deletionTimestamp: '2026-01-03T00:00:00Z' }),
     ingress: makeIngress(da({ appName: 'alpha' }), settings),
-    wantWrites: ['delete ingresses domain-p1-dom-1', 'patch domainassignments dom-1'],
+    wantWrites: ['delete ingresses domain-p1.dom-1', 'patch domainassignments dom-1'],
   },
 ];
 
@@ -153,7 +168,7 @@ describe("an Ingress of the same name that is not this domain's", () => {
   const foreign: Ingress = {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
-    metadata: { name: 'domain-p1-dom-1', namespace: 'gw' },
+    metadata: { name: 'domain-p1.dom-1', namespace: 'gw' },
     spec: { rules: [{ host: 'other.example.com' }] },
   };
   const run = async (d: DomainAssignment) => {
@@ -212,6 +227,12 @@ describe('makeIngress', () => {
         },
       ],
     });
+  });
+
+  it('names are unambiguous: namespace a-b + name c differs from namespace a + name b-c', () => {
+    expect(ingressName({ metadata: { namespace: 'a-b', name: 'c' } })).not.toBe(
+      ingressName({ metadata: { namespace: 'a', name: 'b-c' } }),
+    );
   });
 
   it('names stay valid and unique when long', () => {

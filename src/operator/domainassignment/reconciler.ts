@@ -18,6 +18,7 @@ import {
   FINALIZER,
   type IngressSettings,
   ingressName,
+  legacyIngressName,
   makeIngress,
 } from './resources/ingress.ts';
 import {
@@ -92,6 +93,13 @@ export function createDomainReconciler(
     return deps.client.delete(Resources.Ingress, ref);
   };
 
+  /** An Ingress of ours under the earlier naming scheme goes (cache only: a steady cluster sees no call). */
+  const removeLegacyRoute = async (da: { metadata: { namespace?: string; name: string } }) => {
+    const ref = { namespace: deps.settings.gatewayNamespace, name: legacyIngressName(da) };
+    const live = deps.ingresses.get(ref.namespace, ref.name);
+    if (live && servesThis(live, da)) await deps.client.delete(Resources.Ingress, ref);
+  };
+
   const writeStatus = async (da: DomainAssignment, ready: Parameters<typeof computeDomainStatus>[1]) => {
     const status = computeDomainStatus(da, ready, kubeTime(deps.clock.now()));
     if (sameStatus(da.status, status)) return;
@@ -110,6 +118,7 @@ export function createDomainReconciler(
   return async (key) => {
     const { namespace, name } = splitKey(key);
     const da = deps.domains.get(namespace, name);
+    await removeLegacyRoute({ metadata: { namespace, name } });
     if (!da) {
       // Deleted without our finalizer running (e.g. finalizer removed by hand): clean up anyway.
       await removeRoute({

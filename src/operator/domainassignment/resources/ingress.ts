@@ -23,12 +23,26 @@ export const APP_ANNOTATION = 'apphost.dev/app';
 export const APP_NAMESPACE_ANNOTATION = 'apphost.dev/app-namespace';
 export const DOMAIN_COMPONENT_LABEL = 'app.kubernetes.io/component';
 
-/** A DNS-subdomain name unique per DomainAssignment (namespace + name, hashed when too long). */
-export function ingressName(da: { metadata: { namespace?: string; name: string } }): string {
-  const base = `domain-${da.metadata.namespace}-${da.metadata.name}`.toLowerCase();
+const boundedName = (base: string): string => {
   if (base.length <= 253) return base;
   const hash = createHash('sha256').update(base).digest('hex').slice(0, 10);
   return `${base.slice(0, 242).replace(/[.-]+$/, '')}-${hash}`;
+};
+
+/**
+ * A DNS-subdomain name unique per DomainAssignment (hashed when too long). A namespace is a DNS label
+ * (no '.'), so the first '.' separates it from the name: `domain-<namespace>.<name>`.
+ */
+export function ingressName(da: { metadata: { namespace?: string; name: string } }): string {
+  return boundedName(`domain-${da.metadata.namespace}.${da.metadata.name}`.toLowerCase());
+}
+
+/**
+ * The earlier, ambiguous name `domain-<namespace>-<name>` (namespace a-b + name c met namespace a +
+ * name b-c); an Ingress still under it is removed by the reconciler.
+ */
+export function legacyIngressName(da: { metadata: { namespace?: string; name: string } }): string {
+  return boundedName(`domain-${da.metadata.namespace}-${da.metadata.name}`.toLowerCase());
 }
 
 export function makeIngress(da: DomainAssignment, s: IngressSettings): Ingress {
