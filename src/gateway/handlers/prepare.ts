@@ -75,12 +75,15 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
       retryAfter: deps.retryAfterSeconds,
     });
   }
+  const headers = forwardRequestHeaders(ctx.req.headers, ctx.state.requestId);
+  // The webhook gets the response body as is, labelled JSON: it must not be gzip the caller asked for.
+  if (webhook) delete headers['accept-encoding'];
   return {
     target,
     app,
     body,
     query: forwardQuery(ctx.querystring),
-    headers: forwardRequestHeaders(ctx.req.headers, ctx.state.requestId),
+    headers,
     ...(webhook ? { webhook } : {}),
     async: isAsync,
   };

@@ -6,6 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
@@ -391,6 +392,34 @@ describe('webhookEndpoint on a sync call', () => {
     expect(job.runStatus).toBe('success');
     expect(job.response.status).toBe(200);
     expect(JSON.parse(Buffer.from(job.response.bodyBase64, 'base64').toString())).toEqual({ echo: { w: 1 } });
+  });
+});
+
+describe('webhookEndpoint with Accept-Encoding', () => {
+  it('asks the app for an uncompressed body, so the webhook gets plain JSON', async () => {
+    const gzipping = await listen((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const body = Buffer.from('{"plain":true}');
+        if (String(req.headers['accept-encoding'] ?? '').includes('gzip'))
+          res
+            .writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+            .end(gzipSync(body));
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      });
+    });
+    resolver.apps.push(app('gzipping', { runtime: 'custom', upstream: gzipping.url }));
+    try {
+      const endpoint = 'http://hooks.example.test/gzip';
+      const r = await call(`/v4/${P}/gzipping/run?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+        headers: { 'accept-encoding': 'gzip' },
+      });
+      expect(r.status).toBe(200);
+      const job = JSON.parse(await nextWebhookJob(nc, String(r.headers['x-request-id']))) as WebhookJob;
+      expect(Buffer.from(job.response.bodyBase64, 'base64').toString()).toBe('{"plain":true}');
+    } finally {
+      await closeServer(gzipping.server);
+    }
   });
 });
 
