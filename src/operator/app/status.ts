@@ -19,6 +19,7 @@ export const AppReason = {
   ReplicaFailure: 'ReplicaFailure',
   NameConflict: 'NameConflict',
   ReconcileFailed: 'ReconcileFailed',
+  ScaledToZero: 'ScaledToZero',
 } as const;
 
 /** Why the Deployment is or is not ready, as a Ready condition (without its transition time). */
@@ -71,6 +72,15 @@ export function deploymentReadiness(dep: Deployment | undefined): Omit<Condition
       status: 'False',
       reason: AppReason.RollingOut,
       message: `${Math.min(ready, want)} of ${want} replicas ready (${updated} updated, ${total} total)`,
+    };
+  }
+  // Nothing scales an App up from zero: with no replica it cannot serve a call, so it is not ready.
+  if (want === 0) {
+    return {
+      type: 'Ready',
+      status: 'False',
+      reason: AppReason.ScaledToZero,
+      message: 'spec.scaling.minReplicas is 0: no replica runs, so calls cannot be served',
     };
   }
   return {
