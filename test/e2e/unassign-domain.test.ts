@@ -216,6 +216,10 @@ describe('unassigning a custom domain', () => {
     // The domain record stays; the app is still reachable at its own path.
     const after = await call(api!.url, 'GET', `${p}/domains/shop`, { token: saToken });
     expect(after.body).toMatchObject({ hostname, assigned: false });
+    // A second unassign is the same 200 (idempotent).
+    const again = await call(api!.url, 'DELETE', `${p}/domains/shop/assign`, { token: saToken });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(unassigned.body);
     const direct = await request(`${gatewayServer?.url}/v4/${project}/hello/echo`, {
       method: 'POST',
       headers: { authorization: `Bearer ${runToken}`, 'content-type': 'application/json' },

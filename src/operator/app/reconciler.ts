@@ -11,13 +11,13 @@ import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
 import {
   type Deployment,
-  isNotFound,
   type KubeClient,
   type ObjectWithMeta,
   Resources,
   type ResourceType,
   type Service,
 } from '../runtime/kube-client.ts';
+import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
@@ -94,20 +94,8 @@ export function createAppReconciler(
     return applied;
   };
 
-  const writeStatus = async (app: App, status: ReturnType<typeof computeAppStatus>) => {
-    if (sameStatus(app.status, status)) return;
-    try {
-      await deps.client.mergePatch(
-        Resources.App,
-        { namespace: app.metadata.namespace, name: app.metadata.name },
-        { status },
-        'status',
-      );
-    } catch (err) {
-      // Deleted since our cache saw it: nothing left to report on.
-      if (!isNotFound(err)) throw err;
-    }
-  };
+  const writeStatus = (app: App, status: ReturnType<typeof computeAppStatus>) =>
+    writeStatusIfChanged(deps.client, Resources.App, app, status, sameStatus);
 
   return async (key) => {
     const { namespace, name } = splitKey(key);

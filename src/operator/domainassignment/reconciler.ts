@@ -13,6 +13,7 @@ import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
 import { type Ingress, isNotFound, type KubeClient, Resources } from '../runtime/kube-client.ts';
+import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import {
   DOMAIN_ASSIGNMENT_ANNOTATION,
   FINALIZER,
@@ -100,20 +101,14 @@ export function createDomainReconciler(
     if (live && servesThis(live, da)) await deps.client.delete(Resources.Ingress, ref);
   };
 
-  const writeStatus = async (da: DomainAssignment, ready: Parameters<typeof computeDomainStatus>[1]) => {
-    const status = computeDomainStatus(da, ready, kubeTime(deps.clock.now()));
-    if (sameStatus(da.status, status)) return;
-    try {
-      await deps.client.mergePatch(
-        Resources.DomainAssignment,
-        { namespace: da.metadata.namespace, name: da.metadata.name },
-        { status },
-        'status',
-      );
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-  };
+  const writeStatus = (da: DomainAssignment, ready: Parameters<typeof computeDomainStatus>[1]) =>
+    writeStatusIfChanged(
+      deps.client,
+      Resources.DomainAssignment,
+      da,
+      computeDomainStatus(da, ready, kubeTime(deps.clock.now())),
+      sameStatus,
+    );
 
   return async (key) => {
     const { namespace, name } = splitKey(key);

@@ -1,0 +1,25 @@
+import { isNotFound, type KubeClient, type ObjectWithMeta, type ResourceType } from './kube-client.ts';
+
+/**
+ * Writes `status` through the status subresource only when it differs from what the object already
+ * reports, so a steady cluster gets no writes. An object deleted since the cache saw it is skipped.
+ */
+export async function writeStatusIfChanged(
+  client: Pick<KubeClient, 'mergePatch'>,
+  type: ResourceType,
+  obj: ObjectWithMeta & { status?: unknown },
+  status: unknown,
+  same: (a: unknown, b: unknown) => boolean,
+): Promise<void> {
+  if (same(obj.status, status)) return;
+  try {
+    await client.mergePatch(
+      type,
+      { namespace: obj.metadata.namespace, name: obj.metadata.name },
+      { status },
+      'status',
+    );
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
