@@ -24,6 +24,7 @@ import { ingressName } from '../../src/operator/domainassignment/resources/ingre
 import { silentLogger } from '../../src/shared/log.ts';
 import { createRunTokenVerifier, type KeySet } from '../../src/shared/run-tokens.ts';
 import { createSecretBox } from '../../src/shared/secretbox.ts';
+import { applyProjectCrds } from '../harness/crds.ts';
 import { testKubeConfig } from '../harness/kube.ts';
 import { waitFor } from '../harness/process.ts';
 import { closeServer, listen, type Runtime, startRuntime } from '../integration/gateway/helpers.ts';
@@ -32,7 +33,6 @@ import {
   createNamespace,
   createProjectNamespace,
   deleteNamespaces,
-  ensureCrds,
   memoryDeliveries,
   memoryRuns,
   uniqueId,
@@ -59,7 +59,7 @@ describe('unassigning a custom domain', () => {
 
   beforeAll(async () => {
     kc = testKubeConfig();
-    await ensureCrds(kc);
+    await applyProjectCrds();
     project = uniqueId('e2e');
     ns = await createProjectNamespace(kc, project);
     const keysNs = uniqueId('e2e-keys');

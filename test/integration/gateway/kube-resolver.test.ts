@@ -1,11 +1,5 @@
-/**
- * The Kubernetes AppResolver against the real kube-apiserver: project namespaces, Apps (readiness from
- * status) and DomainAssignments (assign, unassign) become visible through the watches.
- */
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   APP_PLURAL,
   type App,
@@ -18,10 +12,10 @@ import {
 import { createFunctionsCache, type FunctionsCache } from '../../../src/gateway/resolver/functions.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
-import { binaryPath } from '../../harness/binaries.ts';
+import { applyProjectCrds } from '../../harness/crds.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { waitFor } from '../../harness/process.ts';
-import { closeServer, listen, REPO_ROOT } from './helpers.ts';
+import { closeServer, listen } from './helpers.ts';
 
 const WATCH_WAIT_MS = 30_000;
 const kc = testKubeConfig();
@@ -34,22 +28,7 @@ let ns: string;
 const project = `res-${Date.now().toString(36)}`;
 
 beforeAll(async () => {
-  execFileSync(binaryPath('kubectl'), [
-    '--kubeconfig',
-    inject('kubeconfigPath'),
-    'apply',
-    '-f',
-    join(REPO_ROOT, 'crds'),
-  ]);
-  execFileSync(binaryPath('kubectl'), [
-    '--kubeconfig',
-    inject('kubeconfigPath'),
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    `crd/apps.${GROUP}`,
-    `crd/domainassignments.${GROUP}`,
-  ]);
+  await applyProjectCrds();
   ns = await createTestNamespace(kc, 'gw-res', { [PROJECT_LABEL]: project });
   fnServer = await listen((req, res) => {
     if (req.url === '/functions') {

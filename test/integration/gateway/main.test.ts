@@ -3,7 +3,7 @@
  * a private NATS: it starts, watches Apps, answers with the right errors, reports ready, and stops
  * cleanly on SIGTERM.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { APP_PLURAL, type App, GROUP, PROJECT_LABEL, VERSION } from '../../../src/apis/v1alpha1/types.ts';
 import { generateSigningKey, issueRunToken, type KeySet } from '../../../src/shared/run-tokens.ts';
-import { binaryPath } from '../../harness/binaries.ts';
+import { applyProjectCrds } from '../../harness/crds.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
@@ -30,21 +30,7 @@ let port: number;
 let opsPort: number;
 
 beforeAll(async () => {
-  execFileSync(binaryPath('kubectl'), [
-    '--kubeconfig',
-    inject('kubeconfigPath'),
-    'apply',
-    '-f',
-    join(REPO_ROOT, 'crds'),
-  ]);
-  execFileSync(binaryPath('kubectl'), [
-    '--kubeconfig',
-    inject('kubeconfigPath'),
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    `crd/apps.${GROUP}`,
-  ]);
+  await applyProjectCrds();
   [nats, ns, keys, port, opsPort] = await Promise.all([
     startNats(),
     createTestNamespace(kc, 'gw-main', { [PROJECT_LABEL]: project }),

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, inject } from 'vitest';
 import { DOMAIN_ASSIGNMENT_PLURAL, GROUP, VERSION } from '../../../src/apis/v1alpha1/types.ts';
 import { createServiceAccount } from '../../../src/management/service-accounts.ts';
 import { createKubeStore } from '../../../src/management/store/kube.ts';
+import { applyProjectCrds } from '../../harness/crds.ts';
 import { testKubeConfig } from '../../harness/kube.ts';
 import { type ApiEnv, apiSuite, seedRuns } from './api-contract.ts';
 import { conformanceSuite } from './conformance.ts';
@@ -12,7 +13,6 @@ import {
   createNamespace,
   createProjectNamespace,
   deleteNamespaces,
-  ensureCrds,
   memoryDeliveries,
   memoryRuns,
   uniqueId,
@@ -27,7 +27,7 @@ describe.skipIf(!haveKube)('management API on the real kube-apiserver', () => {
   const namespaces: string[] = [];
   beforeAll(async () => {
     kc = testKubeConfig();
-    await ensureCrds(kc);
+    await applyProjectCrds();
     const alpha = uniqueId('ka');
     const beta = uniqueId('kb');
     const nsA = await createProjectNamespace(kc, alpha);

@@ -12,16 +12,11 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { runRotateRunTokenKeysCommand } from '../../../src/management/cli.ts';
 import { createKubeStore } from '../../../src/management/store/kube.ts';
 import { createRunTokenVerifier } from '../../../src/shared/run-tokens.ts';
+import { applyProjectCrds } from '../../harness/crds.ts';
 import { testKubeConfig } from '../../harness/kube.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
-import {
-  createNamespace,
-  createProjectNamespace,
-  deleteNamespaces,
-  ensureCrds,
-  uniqueId,
-} from './fixtures.ts';
+import { createNamespace, createProjectNamespace, deleteNamespaces, uniqueId } from './fixtures.ts';
 import { call } from './server.ts';
 
 const run = promisify(execFile);
@@ -41,7 +36,7 @@ describe.skipIf(!haveKube)('apphost create-service-account + apphost management 
 
   beforeAll(async () => {
     kc = testKubeConfig();
-    await ensureCrds(kc);
+    await applyProjectCrds();
     dir = mkdtempSync(join(tmpdir(), 'mgmt-main-'));
     project = uniqueId('main');
     namespaces.push(await createProjectNamespace(kc, project));

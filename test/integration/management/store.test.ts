@@ -6,13 +6,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DOMAIN_ASSIGNMENT_PLURAL, GROUP, VERSION } from '../../../src/apis/v1alpha1/types.ts';
 import { createKubeStore } from '../../../src/management/store/kube.ts';
 import { createMemoryStore } from '../../../src/management/store/memory.ts';
+import { applyProjectCrds } from '../../harness/crds.ts';
 import { testKubeConfig } from '../../harness/kube.ts';
 import {
   createAppCr,
   createNamespace,
   createProjectNamespace,
   deleteNamespaces,
-  ensureCrds,
   uniqueId,
 } from './fixtures.ts';
 import { type ContractEnv, storeContract } from './store-contract.ts';
@@ -57,7 +57,7 @@ describe.skipIf(!haveKube)('kube store (real kube-apiserver)', () => {
   const namespaces: string[] = [];
   beforeAll(async () => {
     kc = testKubeConfig();
-    await ensureCrds(kc);
+    await applyProjectCrds();
     const p1 = uniqueId('ks');
     const p2 = uniqueId('ks');
     const ns1 = await createProjectNamespace(kc, p1);

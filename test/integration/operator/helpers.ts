@@ -20,35 +20,8 @@ export async function kubectl(...args: string[]): Promise<{ stdout: string; stde
   return exec(binaryPath('kubectl'), ['--kubeconfig', inject('kubeconfigPath'), ...args]);
 }
 
-/**
- * `kubectl apply -f crds/` and wait until served. The CRDs are shared by the whole test run and test
- * files apply them concurrently, so server-side apply (a single PATCH, no read-then-create race).
- */
-export async function applyCrds(): Promise<void> {
-  await waitFor(
-    'kubectl apply -f crds/',
-    async () => {
-      await kubectl(
-        'apply',
-        '--server-side',
-        '--force-conflicts',
-        '--field-manager=apphost-tests',
-        '-f',
-        'crds/',
-      );
-      return true;
-    },
-    30_000,
-    500,
-  );
-  await kubectl(
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    'crd/apps.apphost.dev',
-    'crd/domainassignments.apphost.dev',
-  );
-}
+/** The project's CRDs on the shared control plane (see test/harness/crds.ts). */
+export { applyProjectCrds as applyCrds } from '../../harness/crds.ts';
 
 export function testClient(kc: KubeConfig): KubeClient {
   return createHttpKubeClient(kc, { requestTimeoutMs: 30_000, watchIdleTimeoutMs: 120_000 });
