@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import spawn, write_app
 
 SLOW_APP = """
@@ -29,8 +30,16 @@ def ticks(n=4, gap=0.3):
 """
 
 
-def test_import_error_exits_nonzero_with_traceback(tmp_path):
-    app = write_app(tmp_path / "broken", "import os\n\nraise RuntimeError('kaboom at import time')\n")
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import os\n\nraise RuntimeError('kaboom at import time')\n", "RuntimeError: kaboom at import time"),
+        ("import no_such_module_xyz\n", "ModuleNotFoundError"),
+    ],
+    ids=["raises", "missing-module"],
+)
+def test_import_error_exits_nonzero_with_traceback(tmp_path, source, expected):
+    app = write_app(tmp_path / "broken", source)
     rt = spawn(app, tmp=tmp_path)
     try:
         code = rt.proc.wait(timeout=15)
@@ -38,19 +47,8 @@ def test_import_error_exits_nonzero_with_traceback(tmp_path):
         rt.stop()
     assert code != 0
     err = rt.stderr()
-    assert "Traceback" in err and "RuntimeError: kaboom at import time" in err
+    assert "Traceback" in err and expected in err
     assert "Uvicorn running" not in rt.stdout()
-
-
-def test_missing_function_module_exits_nonzero(tmp_path):
-    app = write_app(tmp_path / "broken2", "import no_such_module_xyz\n")
-    rt = spawn(app, tmp=tmp_path)
-    try:
-        code = rt.proc.wait(timeout=15)
-    finally:
-        rt.stop()
-    assert code != 0
-    assert "ModuleNotFoundError" in rt.stderr()
 
 
 def _call_in_thread(url: str, path: str, body: dict, out: dict) -> threading.Thread:

@@ -27,7 +27,15 @@ import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { ensureWebhooksStream, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
-import { closeServer, listen, type Runtime, startRuntime, staticResolver, tempDir } from './helpers.ts';
+import {
+  closeServer,
+  listen,
+  type Runtime,
+  resolvedApp,
+  startRuntime,
+  staticResolver,
+  tempDir,
+} from './helpers.ts';
 
 const P = 'proj-a';
 const SYNC_TIMEOUT_MS = 4_000;
@@ -47,17 +55,7 @@ const secretBox = createSecretBox('test-platform-key-0123456789');
 const resolver = staticResolver([]);
 const dir = tempDir('apphost-gw-');
 
-function app(name: string, over: Partial<ResolvedApp> = {}): ResolvedApp {
-  return {
-    projectId: P,
-    appName: name,
-    runtime: 'cortex',
-    upstream: runtime.url,
-    ready: true,
-    gracePeriodSeconds: 900,
-    ...over,
-  };
-}
+const app = (name: string, over: Partial<ResolvedApp> = {}) => resolvedApp(P, name, runtime.url, over);
 
 async function call(
   path: string,

@@ -39,6 +39,16 @@ export async function startRuntime(appDir = FIXTURE_APP_DIR): Promise<Runtime> {
   return { url, port, proc };
 }
 
+/** A ready cortex app of `projectId` served at `upstream`, with `over` changed. */
+export function resolvedApp(
+  projectId: string,
+  appName: string,
+  upstream: string,
+  over: Partial<ResolvedApp> = {},
+): ResolvedApp {
+  return { projectId, appName, runtime: 'cortex', upstream, ready: true, gracePeriodSeconds: 900, ...over };
+}
+
 /** A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers. */
 export function staticResolver(
   apps: ResolvedApp[],

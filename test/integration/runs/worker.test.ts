@@ -19,6 +19,7 @@ import { createRunWorker, type RunWorker } from '../../../src/runs/worker.ts';
 import {
   RUNS_STREAM,
   type RunRecord,
+  TERMINAL_RUN_STATES,
   WEBHOOKS_STREAM,
   type WebhookJob,
 } from '../../../src/shared/contracts/messaging.ts';
@@ -38,6 +39,7 @@ import {
   closeServer,
   listen,
   type Runtime,
+  resolvedApp,
   startRuntime,
   staticResolver,
   tempDir,
@@ -64,17 +66,7 @@ const secretBox = createSecretBox('test-platform-key-0123456789');
 const gatewayRegistry = new Registry();
 const workerRegistry = new Registry();
 
-function app(name: string, over: Partial<ResolvedApp> = {}): ResolvedApp {
-  return {
-    projectId: P,
-    appName: name,
-    runtime: 'cortex',
-    upstream: runtime.url,
-    ready: true,
-    gracePeriodSeconds: 900,
-    ...over,
-  };
-}
+const app = (name: string, over: Partial<ResolvedApp> = {}) => resolvedApp(P, name, runtime.url, over);
 
 async function runAsync(appName: string, fn: string, body: unknown, query = '') {
   const res = await request(`${base}/v4/${P}/${appName}/${fn}?async=true${query}`, {
@@ -89,7 +81,7 @@ async function runAsync(appName: string, fn: string, body: unknown, query = '') 
 async function waitForState(
   appName: string,
   runId: string,
-  states: RunRecord['state'][],
+  states: readonly RunRecord['state'][] = TERMINAL_RUN_STATES,
 ): Promise<RunRecord> {
   let rec: RunRecord | undefined;
   await waitFor(
@@ -168,7 +160,7 @@ describe('async runs', () => {
     await waitFor('the function started', async () => existsSync(marker), RUN_WAIT_MS);
     expect((await store.get(P, 'hello', runId))?.state).toBe('running');
     writeFileSync(gate, '');
-    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    const rec = await waitForState('hello', runId);
     expect(rec.state).toBe('success');
     expect(rec.responseStatus).toBe(200);
     expect(rec.executions).toBe(1);
@@ -253,7 +245,7 @@ describe('async runs', () => {
     const endpoint = 'http://hooks.example.test/async';
     const r = await runAsync('hello', 'echo', { a: 1 }, `&webhookEndpoint=${encodeURIComponent(endpoint)}`);
     const runId = String(r.headers['x-request-id']);
-    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    const rec = await waitForState('hello', runId);
     expect(rec.webhookHost).toBe('hooks.example.test');
     const consumer = await jetstream(nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
     let job: WebhookJob | undefined;
@@ -373,7 +365,7 @@ describe('webhook body limit', () => {
       `&webhookEndpoint=${encodeURIComponent(endpoint)}`,
     );
     const runId = String(r.headers['x-request-id']);
-    expect((await waitForState('hello', runId, ['success', 'failure', 'timeout'])).state).toBe('success');
+    expect((await waitForState('hello', runId)).state).toBe('success');
     const consumer = await jetstream(nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
     const forRun: WebhookJob[] = [];
     for (;;) {
@@ -405,7 +397,7 @@ describe('webhook job over the NATS max_payload', () => {
     const r = await runAsync('hello', 'big', { size }, `&webhookEndpoint=${encodeURIComponent(endpoint)}`);
     expect(r.status).toBe(202);
     const runId = String(r.headers['x-request-id']);
-    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    const rec = await waitForState('hello', runId);
     expect(rec.state).toBe('success');
     expect(rec.executions).toBe(1);
   });
@@ -433,7 +425,7 @@ describe('NATS outage', () => {
       RUN_WAIT_MS,
       500,
     );
-    const rec = await waitForState('hello', runId, ['success', 'failure', 'timeout']);
+    const rec = await waitForState('hello', runId);
     expect(rec.state).toBe('success');
   });
 });
