@@ -12,6 +12,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
+import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import { type OpsServer, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
@@ -107,10 +108,7 @@ export async function serveGateway(opts: {
   const server = createServer(gateway.callback());
   // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, () => resolve());
-  });
+  await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
   const ops = await startOpsServer({
     port: env.APPHOST_OPS_PORT,
     registry,

@@ -15,6 +15,7 @@ import { createMemoryStore } from '../management/store/memory.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker } from '../runs/worker.ts';
+import { listen } from '../shared/listen.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type RunTokenVerifier } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -28,23 +29,6 @@ import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from
 export const LOCAL_NATS_CONNECT_TIMEOUT_MS = 20_000;
 /** Bound on the run worker and the webhook dispatcher finishing in-flight work on exit (then redelivered). */
 export const LOCAL_STOP_BOUND_MS = 10_000;
-
-function listen(server: Server, port: number, host: string, flag: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === 'EADDRINUSE'
-          ? new Error(`${host}:${port} is already in use; choose another with ${flag} (0 = any free port)`)
-          : err,
-      );
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      const a = server.address();
-      resolve(typeof a === 'object' && a ? a.port : port);
-    });
-  });
-}
 
 function close(server: Server): Promise<void> {
   return new Promise((resolve) => {

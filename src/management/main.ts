@@ -10,6 +10,7 @@ import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
+import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
@@ -100,10 +101,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
 
   const server = createServer(app.callback());
   server.requestTimeout = backendMs * 3;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(cfg.APPHOST_MANAGEMENT_PORT, cfg.APPHOST_MANAGEMENT_HOST, () => resolve());
-  });
+  await listen(server, cfg.APPHOST_MANAGEMENT_PORT, cfg.APPHOST_MANAGEMENT_HOST, 'APPHOST_MANAGEMENT_PORT');
   const ops = await startOpsServer({
     port: cfg.APPHOST_OPS_PORT,
     registry,

@@ -4,6 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { listen } from './listen.ts';
 
 export interface ReadinessCheck {
   name: string;
@@ -51,10 +52,7 @@ export async function startOpsServer(opts: {
         .end('{"error":{"code":"internal","message":"internal error"}}');
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
-  });
+  await listen(server, opts.port, opts.host ?? '0.0.0.0', 'APPHOST_OPS_PORT');
   return {
     server,
     drain: () => {
