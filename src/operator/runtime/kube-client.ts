@@ -15,7 +15,12 @@ import {
   type V1ServiceSpec,
 } from '@kubernetes/client-node';
 import { fetch } from 'undici';
-import { API_VERSION, APP_PLURAL, DOMAIN_ASSIGNMENT_PLURAL } from '../../apis/v1alpha1/types.ts';
+import {
+  API_VERSION,
+  APP_PLURAL,
+  DOMAIN_ASSIGNMENT_PLURAL,
+  type ObjectMeta,
+} from '../../apis/v1alpha1/types.ts';
 
 /** The field manager every server-side apply of ours uses. */
 export const FIELD_MANAGER = 'apphost-operator';
@@ -32,18 +37,9 @@ export interface KubeObject extends ObjectWithMeta {
   [field: string]: unknown;
 }
 
-export interface ObjectMetadata {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  generation?: number;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
+/** The API's ObjectMeta plus what generic machinery needs on any kind (owner references). */
+export interface ObjectMetadata extends ObjectMeta {
   ownerReferences?: OwnerReference[];
-  finalizers?: string[];
-  deletionTimestamp?: string;
-  creationTimestamp?: string;
 }
 
 /** The kinds we build and read, typed with @kubernetes/client-node's models (wire-compatible for these). */
