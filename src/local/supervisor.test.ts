@@ -100,7 +100,8 @@ describe('supervisor (real child processes)', () => {
   it('restart() replaces the process and resets the backoff; stopAll sends SIGTERM', async () => {
     const serve = script(
       'serve.mjs',
-      `console.log('pid ' + process.pid); process.on('SIGTERM', () => { console.log('bye'); process.exit(0); }); setInterval(() => {}, 1000);`,
+      // The handler goes in before the pid line: the test signals as soon as it reads that line.
+      `process.on('SIGTERM', () => { console.log('bye'); process.exit(0); }); console.log('pid ' + process.pid); setInterval(() => {}, 1000);`,
     );
     sup = createSupervisor({ spawner: nodeSpawner, log: silentLogger(), output: (l) => lines.push(l) });
     sup.add({
