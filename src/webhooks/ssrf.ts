@@ -4,29 +4,10 @@
  * pinned to the checked address (see `pinnedLookup`) so a second, rebinding DNS answer is never used.
  */
 import { BlockList, isIP } from 'node:net';
+import { type AddressDecision, decideAddress } from './special-addresses.ts';
 
 /** Resolves a hostname to all its addresses (node:dns `lookup(host, { all: true })` in production). */
 export type ResolveHost = (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
-
-/** Ranges refused by default: loopback, private, link-local, unique-local, CGNAT, metadata, multicast. */
-export const DENIED_CIDRS: readonly string[] = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16', // link-local, includes the 169.254.169.254 metadata service
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '224.0.0.0/4', // multicast
-  '240.0.0.0/4', // reserved, includes 255.255.255.255 broadcast
-  '::/128',
-  '::1/128',
-  'fe80::/10',
-  'fc00::/7', // unique-local, includes the fd00:ec2::254 metadata service
-  'ff00::/8',
-];
 
 export interface ParsedCidr {
   address: string;
@@ -64,22 +45,22 @@ export type GuardVerdict =
 export interface SsrfGuard {
   /** Decides whether `url` may be contacted and, if so, at which address. */
   check(url: URL): Promise<GuardVerdict>;
-  /** Whether one address is allowed (allow-list first, then the default deny list). */
+  /** Whether one address is allowed (allow-list first, then the special-purpose address rules). */
   allows(address: string): boolean;
 }
 
-/** `allowCidrs` opens ranges the deny list would refuse (local mode passes 127.0.0.0/8 and ::1/128). */
+/**
+ * Addresses are judged by `decideAddress` (special-addresses.ts); `allowCidrs` opens ranges it would
+ * refuse (local mode passes 127.0.0.0/8 and ::1/128).
+ */
 export function createSsrfGuard(opts: {
   allowCidrs: readonly string[];
   resolveHost: ResolveHost;
 }): SsrfGuard {
-  const denied = blockListOf(DENIED_CIDRS);
   const allowed = blockListOf(opts.allowCidrs);
-  const allows = (address: string): boolean => {
-    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-    if (allowed.check(address, family)) return true;
-    return !denied.check(address, family);
-  };
+  const inAllowList = (ip: string) => allowed.check(ip, isIP(ip) === 6 ? 'ipv6' : 'ipv4');
+  const decide = (address: string): AddressDecision => decideAddress(address, inAllowList);
+  const allows = (address: string): boolean => decide(address).allowed;
   return {
     allows,
     async check(url) {
@@ -100,13 +81,15 @@ export function createSsrfGuard(opts: {
         if (addresses.length === 0)
           return { ok: false, reason: `${host} resolves to no address`, retryable: true };
       }
-      const refused = addresses.find((a) => !allows(a.address));
-      if (refused)
+      for (const a of addresses) {
+        const d = decide(a.address);
+        if (d.allowed) continue;
         return {
           ok: false,
-          reason: `${host} resolves to ${refused.address}, a loopback, private, link-local or otherwise internal address that the webhook policy refuses`,
+          reason: `${host} resolves to ${a.address} (${d.why}): an internal or special-purpose address that the webhook policy refuses`,
           retryable: false,
         };
+      }
       const first = addresses[0] as { address: string; family: 4 | 6 };
       return { ok: true, address: first.address, family: first.family };
     },

@@ -32,13 +32,16 @@ beforeAll(async () => {
     settings: { ...DEFAULT_WEBHOOK_SETTINGS, retryDelayMs: 100, pullExpiresMs: 2_000 },
     deliveriesKv: nats.kv,
     // "rebind.test" answers with a public address first, then loopback: refused as a whole.
+    // "nat64.test" answers with the NAT64 form of the metadata address.
     resolveHost: async (host) =>
       host === 'rebind.test'
         ? [
             { address: '93.184.216.34', family: 4 },
             { address: '127.0.0.1', family: 4 },
           ]
-        : [{ address: '127.0.0.1', family: 4 }],
+        : host === 'nat64.test'
+          ? [{ address: '64:ff9b::a9fe:a9fe', family: 6 }]
+          : [{ address: '127.0.0.1', family: 4 }],
   });
   await dispatcher.start();
 });
@@ -56,6 +59,9 @@ describe('default webhook policy', () => {
     ['a name with any internal address', () => `http://rebind.test:${receiver.port}/hook`],
     ['the metadata address', () => 'http://169.254.169.254/latest/meta-data/'],
     ['an IPv4-mapped IPv6 loopback', () => `http://[::ffff:127.0.0.1]:${receiver.port}/hook`],
+    ['the NAT64 form of the metadata address', () => 'http://[64:ff9b::a9fe:a9fe]/latest/meta-data/'],
+    ['a name resolving to the NAT64 form of the metadata address', () => 'http://nat64.test/hook'],
+    ['the 6to4 form of loopback', () => `http://[2002:7f00:1::1]:${receiver.port}/hook`],
   ])('refuses %s: one attempt, permanent, receiver untouched', async (_name, endpoint) => {
     const job = makeJob({ endpoint: endpoint() });
     await publish(nats.js, job);
@@ -69,7 +75,7 @@ describe('default webhook policy', () => {
 
   it('counts refusals in the metrics', async () => {
     expect(await registry.metrics()).toMatch(
-      /apphost_webhook_attempts_total\{outcome="refused_by_policy"\} 5\b/,
+      /apphost_webhook_attempts_total\{outcome="refused_by_policy"\} 8\b/,
     );
   });
 });
