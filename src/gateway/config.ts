@@ -1,6 +1,7 @@
 /** The gateway process's environment, parsed once in main.ts (names and defaults: docs/gateway.md). */
 import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
+import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -27,6 +28,12 @@ export const GatewayEnv = z.object({
     .min(1, 'is required'),
   APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, 1_000),
   APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
+  APPHOST_RUN_TOKEN_LEEWAY_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_RUN_TOKEN_LEEWAY_SECONDS)
+    .default(DEFAULT_RUN_TOKEN_LEEWAY_SECONDS),
   APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(10_000),
   APPHOST_RUN_WORKER: bool(true),
   APPHOST_GATEWAY_FUNCTIONS_TTL_MS: int(60_000),

@@ -84,7 +84,7 @@ export async function serveGateway(opts: {
   const gateway = createGateway({
     resolver,
     verifyRunToken: cachedRunTokenVerifier(
-      createRunTokenVerifier(() => keys),
+      createRunTokenVerifier(() => keys, { leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS }),
       { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
     ),
     nc,

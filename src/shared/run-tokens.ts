@@ -9,8 +9,14 @@ import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, jwt
 
 export const RUN_TOKEN_ISSUER = 'apphost';
 export const RUN_TOKEN_AUDIENCE = 'apphost:run';
-/** Clock skew tolerated when checking exp/nbf. */
-export const RUN_TOKEN_CLOCK_TOLERANCE_SECONDS = 30;
+/**
+ * Clock skew tolerated when checking `exp`, `nbf` and `iat` (gateway: APPHOST_RUN_TOKEN_LEEWAY_SECONDS).
+ * Small on purpose: every second of it is a second a token outlives its `exp`.
+ */
+export const DEFAULT_RUN_TOKEN_LEEWAY_SECONDS = 5;
+/** The largest leeway the setting accepts. */
+export const MAX_RUN_TOKEN_LEEWAY_SECONDS = 10;
+export const runTokenSubject = (projectId: string) => `project:${projectId}`;
 
 export interface SigningKey {
   kid: string;
@@ -63,7 +69,7 @@ export async function issueRunToken(
     .setProtectedHeader({ alg: 'EdDSA', kid: key.kid, typ: 'JWT' })
     .setIssuer(RUN_TOKEN_ISSUER)
     .setAudience(RUN_TOKEN_AUDIENCE)
-    .setSubject(`project:${projectId}`)
+    .setSubject(runTokenSubject(projectId))
     .setJti(randomUUID())
     .setIssuedAt(Math.floor(now.getTime() / 1000))
     .setExpirationTime(Math.floor(expiresAt.getTime() / 1000))
@@ -76,11 +82,18 @@ export class RunTokenError extends Error {
 
 export type RunTokenVerifier = (token: string) => Promise<RunTokenClaims>;
 
-/** `keys` is read on each call so a rotated key set takes effect without a restart. */
+/**
+ * `keys` is read on each call so a rotated key set takes effect without a restart. A token is refused
+ * once `exp` is more than `leewaySeconds` past, when its `iat` is more than `leewaySeconds` ahead (a
+ * token "from the future" would otherwise live longer than it was issued for), and when `sub` is not the
+ * subject of its `project` claim.
+ */
 export function createRunTokenVerifier(
   keys: () => KeySet,
-  now: () => Date = () => new Date(),
+  opts: { now?: () => Date; leewaySeconds?: number } = {},
 ): RunTokenVerifier {
+  const now = opts.now ?? (() => new Date());
+  const leeway = opts.leewaySeconds ?? DEFAULT_RUN_TOKEN_LEEWAY_SECONDS;
   let cachedFor: KeySet | undefined;
   let jwks: ReturnType<typeof createLocalJWKSet> | undefined;
   return async (token) => {
@@ -90,16 +103,23 @@ export function createRunTokenVerifier(
       cachedFor = set;
     }
     try {
+      const at = now();
       const { payload } = await jwtVerify(token, jwks, {
         issuer: RUN_TOKEN_ISSUER,
         audience: RUN_TOKEN_AUDIENCE,
         algorithms: ['EdDSA'],
-        clockTolerance: RUN_TOKEN_CLOCK_TOLERANCE_SECONDS,
-        currentDate: now(),
-        requiredClaims: ['exp', 'project'],
+        clockTolerance: leeway,
+        currentDate: at,
+        requiredClaims: ['exp', 'iat', 'sub', 'project'],
       });
       if (typeof payload.project !== 'string' || payload.project === '') {
         throw new RunTokenError('token has no project');
+      }
+      if ((payload.iat as number) > at.getTime() / 1000 + leeway) {
+        throw new RunTokenError('token is issued in the future');
+      }
+      if (payload.sub !== runTokenSubject(payload.project)) {
+        throw new RunTokenError('token subject does not match its project');
       }
       return {
         projectId: payload.project,
