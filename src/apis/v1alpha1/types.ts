@@ -46,6 +46,20 @@ export interface EnvVar {
   valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } };
 }
 
+/** How an App scales; defaults in scaling.ts (`effectiveScaling`). */
+export interface ScalingSpec {
+  minReplicas?: number;
+  maxReplicas?: number;
+  /** Calls one replica serves at once (hard limit). */
+  replicaConcurrency?: number;
+  /** Percent of replicaConcurrency the autoscaler aims for per replica. */
+  targetUtilization?: number;
+  /** Extra replicas kept while there is load. */
+  scalingBuffer?: number;
+  /** Seconds the load must stay lower before replicas are removed. */
+  cooldownSeconds?: number;
+}
+
 export interface AppSpec {
   runtime: Runtime;
   /** Container image: the runtime image with code baked in, the runtime base image, or a custom image. */
@@ -61,7 +75,7 @@ export interface AppSpec {
   /** Secrets whose keys all become environment variables. */
   envFromSecrets?: string[];
   resources?: { cpu?: string; memory?: string; gpu?: number };
-  scaling?: { minReplicas?: number; maxReplicas?: number; replicaConcurrency?: number };
+  scaling?: ScalingSpec;
   responseGracePeriodSeconds?: number;
 }
 
@@ -71,6 +85,10 @@ export interface AppStatus {
   url?: string;
   readyReplicas?: number;
   replicas?: number;
+  /** Replicas the autoscaler asks for (written by the autoscaler only). */
+  desiredReplicas?: number;
+  /** Calls in flight or queued, averaged over the stable window, when desiredReplicas was last decided. */
+  observedConcurrency?: number;
 }
 
 export interface App {
