@@ -15,6 +15,14 @@ export const ErrorCode = {
   UnsupportedMediaType: 'unsupported_media_type',
   Unprocessable: 'unprocessable',
   AppNotReady: 'app_not_ready',
+  /** The app's queue of calls waiting for a free replica slot is full. */
+  QueueFull: 'queue_full',
+  /** No replica slot came free within the queue wait bound. */
+  QueueTimeout: 'queue_timeout',
+  /** No replica became ready within the cold-start bound. */
+  ColdStartTimeout: 'cold_start_timeout',
+  /** The app cannot start (image pull, crash loop, import error): the cause is in the message. */
+  AppStartFailed: 'app_start_failed',
   QueueUnavailable: 'queue_unavailable',
   ShuttingDown: 'shutting_down',
   UpstreamUnreachable: 'upstream_unreachable',
@@ -36,6 +44,10 @@ const STATUS: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   unprocessable: 422,
   app_not_ready: 503,
+  queue_full: 503,
+  queue_timeout: 503,
+  cold_start_timeout: 503,
+  app_start_failed: 503,
   queue_unavailable: 503,
   shutting_down: 503,
   upstream_unreachable: 502,
