@@ -6,6 +6,7 @@ import { loadAppsFolder, ManifestError } from './app-manifests.ts';
 
 const app = (name: string, extra = '') =>
   `apiVersion: apphost.dev/v1alpha1\nkind: App\nmetadata:\n  name: ${name}\nspec:\n  runtime: cortex\n${extra}`;
+const toml = (name: string, extra = '') => `[app]\nname = "${name}"\n${extra}`;
 
 describe('loadAppsFolder', () => {
   let dir: string;
@@ -28,7 +29,70 @@ describe('loadAppsFolder', () => {
     ]);
   });
 
-  it('defaults the grace period and ignores folders without app.yaml', () => {
+  it('reads apphost.toml: settings map onto the App, the grace period from response_grace_period', () => {
+    put(
+      'a/apphost.toml',
+      toml('a', '[app.scaling]\nresponse_grace_period = 30\n[app.env]\nGREETING = "hi"\n'),
+    );
+    put('a/main.py', 'def run(): return 1\n');
+    const [a] = loadAppsFolder(dir).apps;
+    expect(a?.gracePeriodSeconds).toBe(30);
+    expect(a?.manifest.spec).toEqual({
+      runtime: 'cortex',
+      env: [{ name: 'GREETING', value: 'hi' }],
+      responseGracePeriodSeconds: 30,
+    });
+    expect(a?.file).toBe(join(dir, 'a', 'apphost.toml'));
+  });
+
+  it.each([
+    [
+      'a name that is not its folder',
+      toml('b'),
+      /apphost\.toml: app.name 'b' must match its folder name 'a'/,
+    ],
+    [
+      'an unknown key',
+      toml('a', '[app.scaling]\nmin_replica = 1\n'),
+      /app\.scaling\.min_replica: unknown key/,
+    ],
+    [
+      'a bad value',
+      toml('a', '[app.scaling]\nresponse_grace_period = 0\n'),
+      /response_grace_period: must be an integer from 1 to 43200/,
+    ],
+    ['broken TOML', '[app\n', /apphost\.toml:1:\d+: invalid TOML/],
+    [
+      'a custom app without an entrypoint',
+      toml('a', '[app.runtime.custom]\nport = 9000\n'),
+      /app\.runtime\.custom\.entrypoint is required in local mode/,
+    ],
+  ])('rejects apphost.toml with %s, naming the file and key', (_what, text, message) => {
+    put('a/apphost.toml', text);
+    put('a/main.py', 'def run(): return 1\n');
+    expect(() => loadAppsFolder(dir)).toThrow(ManifestError);
+    expect(() => loadAppsFolder(dir)).toThrow(message);
+  });
+
+  it('still reads a deprecated app.yaml, warning with the same settings as apphost.toml', () => {
+    put('a/app.yaml', app('a', '  responseGracePeriodSeconds: 45\n'));
+    put('a/main.py', '');
+    const warnings: string[] = [];
+    const [a] = loadAppsFolder(dir, (m) => warnings.push(m)).apps;
+    expect(a?.gracePeriodSeconds).toBe(45);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('app.yaml is deprecated');
+    expect(warnings[0]).toContain('[app.scaling]\nresponse_grace_period = 45');
+  });
+
+  it('refuses a folder with both apphost.toml and app.yaml', () => {
+    put('a/app.yaml', app('a'));
+    put('a/apphost.toml', toml('a'));
+    put('a/main.py', '');
+    expect(() => loadAppsFolder(dir)).toThrow(/has both apphost.toml and app.yaml/);
+  });
+
+  it('defaults the grace period and ignores folders without an app file', () => {
     put('a/app.yaml', app('a'));
     put('a/main.py', 'def run(): return 1\n');
     put('__pycache__/x.pyc', '');

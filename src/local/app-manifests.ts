@@ -1,11 +1,21 @@
 /**
- * Reads a local apps folder: `DIR/<app>/app.yaml` (an App manifest, the CRD's schema) beside the app's
+ * Reads a local apps folder: `DIR/<app>/apphost.toml` (the app's configuration file) beside the app's
  * code, and `DIR/domains.yaml` (DomainAssignment manifests). Every problem names the file and field.
+ * A folder with only the older `app.yaml` (an App manifest) still loads, with a warning that shows the
+ * same settings as apphost.toml; a folder with both is an error.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { stringify as toToml } from 'smol-toml';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
+import {
+  APP_CONFIG_FILE,
+  type AppConfig,
+  AppConfigError,
+  parseAppConfig,
+} from '../apis/v1alpha1/app-config.ts';
+import { appFromConfig, configFromApp } from '../apis/v1alpha1/app-config-mapping.ts';
 import {
   API_VERSION,
   type App,
@@ -14,7 +24,9 @@ import {
   MAX_RESPONSE_GRACE_PERIOD_SECONDS,
 } from '../apis/v1alpha1/types.ts';
 
-export const APP_FILE = 'app.yaml';
+export { APP_CONFIG_FILE };
+/** The App manifest local mode read before apphost.toml (deprecated). */
+export const LEGACY_APP_FILE = 'app.yaml';
 export const DOMAINS_FILE = 'domains.yaml';
 
 export class ManifestError extends Error {
@@ -78,10 +90,18 @@ const domainSchema = z.object({
 
 export interface LocalApp {
   name: string;
-  /** Absolute folder holding app.yaml and the code. */
+  /** Absolute folder holding apphost.toml and the code. */
   dir: string;
+  /** The file the settings came from (apphost.toml, or a deprecated app.yaml). */
+  file: string;
+  config: AppConfig;
   manifest: App;
   gracePeriodSeconds: number;
+}
+
+/** Whether a folder holds an app (an apphost.toml, or a deprecated app.yaml). */
+export function isAppFolder(dir: string): boolean {
+  return existsSync(join(dir, APP_CONFIG_FILE)) || existsSync(join(dir, LEGACY_APP_FILE));
 }
 
 function describe(issues: z.core.$ZodIssue[]): string {
@@ -106,29 +126,75 @@ function parseYamlDocs(file: string): unknown[] {
   return out;
 }
 
-/** Parses and validates one app folder; the folder's name must be the App's metadata.name. */
-export function loadApp(dir: string, folderName: string): LocalApp {
-  const file = join(dir, APP_FILE);
+/** Parses and validates one app folder; the app's name must be the folder's name. */
+export function loadApp(
+  dir: string,
+  folderName: string,
+  warn: (message: string) => void = () => {},
+): LocalApp {
+  const tomlFile = join(dir, APP_CONFIG_FILE);
+  const yamlFile = join(dir, LEGACY_APP_FILE);
+  const hasToml = existsSync(tomlFile);
+  if (hasToml && existsSync(yamlFile))
+    throw new ManifestError(
+      `${dir}: has both ${APP_CONFIG_FILE} and ${LEGACY_APP_FILE}; ${APP_CONFIG_FILE} replaces ${LEGACY_APP_FILE}: remove ${LEGACY_APP_FILE}`,
+    );
+  const { config, manifest, file } = hasToml ? loadToml(tomlFile) : loadLegacyYaml(yamlFile, warn);
+  if (manifest.metadata.name !== folderName)
+    throw new ManifestError(
+      hasToml
+        ? `${file}: app.name '${manifest.metadata.name}' must match its folder name '${folderName}'`
+        : `${file}: metadata.name '${manifest.metadata.name}' must match its folder name '${folderName}'`,
+    );
+  if (manifest.spec.runtime === 'cortex' && !existsSync(join(dir, 'main.py')))
+    throw new ManifestError(`${dir}: a cortex app needs a main.py`);
+  if (manifest.spec.runtime === 'custom' && !manifest.spec.entrypoint)
+    throw new ManifestError(
+      hasToml
+        ? `${file}: app.runtime.custom.entrypoint is required in local mode (the command that starts your server)`
+        : `${file}: spec.entrypoint is required for a custom app in local mode`,
+    );
+  return {
+    name: folderName,
+    dir,
+    file,
+    config,
+    manifest,
+    gracePeriodSeconds: manifest.spec.responseGracePeriodSeconds ?? DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS,
+  };
+}
+
+function loadToml(file: string): { config: AppConfig; manifest: App; file: string } {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ManifestError(`${file}: cannot read: ${(err as Error).message}`);
+  }
+  try {
+    const config = parseAppConfig(text, file);
+    return { config, manifest: appFromConfig(config), file };
+  } catch (err) {
+    if (err instanceof AppConfigError) throw new ManifestError(err.message);
+    throw err;
+  }
+}
+
+function loadLegacyYaml(
+  file: string,
+  warn: (message: string) => void,
+): { config: AppConfig; manifest: App; file: string } {
   const docs = parseYamlDocs(file);
   if (docs.length !== 1)
     throw new ManifestError(`${file}: expected exactly one App document, found ${docs.length}`);
   const parsed = appSchema.safeParse(docs[0]);
   if (!parsed.success) throw new ManifestError(`${file}: not a valid App: ${describe(parsed.error.issues)}`);
   const manifest = parsed.data as App;
-  if (manifest.metadata.name !== folderName)
-    throw new ManifestError(
-      `${file}: metadata.name '${manifest.metadata.name}' must match its folder name '${folderName}'`,
-    );
-  if (manifest.spec.runtime === 'cortex' && !existsSync(join(dir, 'main.py')))
-    throw new ManifestError(`${dir}: a cortex app needs a main.py`);
-  if (manifest.spec.runtime === 'custom' && !manifest.spec.entrypoint)
-    throw new ManifestError(`${file}: spec.entrypoint is required for a custom app in local mode`);
-  return {
-    name: folderName,
-    dir,
-    manifest,
-    gracePeriodSeconds: manifest.spec.responseGracePeriodSeconds ?? DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS,
-  };
+  const { config } = configFromApp(manifest);
+  warn(
+    `${file} is deprecated: apphost dev now reads ${APP_CONFIG_FILE}. The same settings as ${APP_CONFIG_FILE}:\n\n${toToml(config)}`,
+  );
+  return { config, manifest, file };
 }
 
 export function loadDomains(file: string): DomainAssignment[] {
@@ -153,15 +219,15 @@ export interface AppsFolder {
   domains: DomainAssignment[];
 }
 
-/** Every subfolder with an app.yaml is an app; other folders (e.g. __pycache__) are ignored. */
-export function loadAppsFolder(appsDir: string): AppsFolder {
+/** Every subfolder with an apphost.toml (or app.yaml) is an app; other folders (e.g. __pycache__) are ignored. */
+export function loadAppsFolder(appsDir: string, warn: (message: string) => void = () => {}): AppsFolder {
   if (!existsSync(appsDir) || !statSync(appsDir).isDirectory())
     throw new ManifestError(`${appsDir}: apps folder does not exist`);
   const apps = readdirSync(appsDir, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && existsSync(join(appsDir, e.name, APP_FILE)))
+    .filter((e) => e.isDirectory() && isAppFolder(join(appsDir, e.name)))
     .map((e) => e.name)
     .sort()
-    .map((name) => loadApp(join(appsDir, name), name));
+    .map((name) => loadApp(join(appsDir, name), name, warn));
   const domains = loadDomains(join(appsDir, DOMAINS_FILE));
   const names = new Set(apps.map((a) => a.name));
   const hosts = new Set<string>();

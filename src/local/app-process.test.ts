@@ -5,6 +5,8 @@ import { appProcessSpec, readinessPath } from './app-process.ts';
 const app = (spec: LocalApp['manifest']['spec'], grace = 900): LocalApp => ({
   name: 'a',
   dir: '/apps/a',
+  file: '/apps/a/apphost.toml',
+  config: { app: { name: 'a' } },
   gracePeriodSeconds: grace,
   manifest: { apiVersion: 'apphost.dev/v1alpha1', kind: 'App', metadata: { name: 'a' }, spec },
 });

@@ -5,7 +5,6 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { DomainAssignment } from '../apis/v1alpha1/types.ts';
@@ -14,7 +13,7 @@ import type { Logger } from '../shared/log.ts';
 import type { ReadinessCheck } from '../shared/ops.ts';
 import type { KeySet } from '../shared/run-tokens.ts';
 import { issueRunToken } from '../shared/run-tokens.ts';
-import { APP_FILE, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
+import { isAppFolder, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
 import { appProcessSpec, readinessPath } from './app-process.ts';
 import { banner, type Credentials, urlHost, writeCredentials } from './credentials.ts';
 import { startLocalNats } from './nats-server.ts';
@@ -129,7 +128,8 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     cleanups.length = 0;
   };
   try {
-    const folder = loadAppsFolder(opts.appsDir);
+    const warn = (message: string) => log.warn(message);
+    const folder = loadAppsFolder(opts.appsDir, warn);
     if (folder.apps.some((a) => a.manifest.spec.runtime === 'cortex')) checkPython(opts.python);
     const state = await loadOrCreateState(opts.stateDir);
 
@@ -225,13 +225,13 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     }
     async function onAppChanged(name: string): Promise<void> {
       const dir = join(opts.appsDir, name);
-      if (!existsSync(join(dir, APP_FILE))) {
-        if (apps.has(name)) log.warn({ app: name }, `${APP_FILE} is gone; keeping the running process`);
+      if (!isAppFolder(dir)) {
+        if (apps.has(name)) log.warn({ app: name }, 'apphost.toml is gone; keeping the running process');
         return;
       }
       let app: LocalApp;
       try {
-        app = loadApp(dir, name);
+        app = loadApp(dir, name, warn);
       } catch (err) {
         log.error(
           { app: name, err: (err as Error).message },

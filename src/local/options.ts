@@ -26,7 +26,7 @@ export class DevUsageError extends Error {
 
 export const DEV_USAGE = `usage: apphost dev [flags]
 
-  --apps DIR               one folder per app (app.yaml + code), domains.yaml beside them (examples/apps)
+  --apps DIR               one folder per app (apphost.toml + code), domains.yaml beside them (examples/apps)
   --port N                 run API port, {api_url} (8080; 0 = any free port)
   --management-port N      management API port, {base_url} (8081; 0 = any free port)
   --ops-port N             /healthz /readyz /metrics (9090 or APPHOST_OPS_PORT; 0 = any free port)

@@ -60,12 +60,27 @@ export interface ScalingSpec {
   cooldownSeconds?: number;
 }
 
+/** A `sha256:<64 lowercase hex>` digest: how bundles and dependency sets are addressed in the artifact store. */
+export type Sha256Digest = `sha256:${string}`;
+
+export interface AppCode {
+  /** A ConfigMap whose keys are the files of /app (the pre-deploy way; at most 1 MiB). */
+  configMapRef?: { name: string };
+  /**
+   * Set by `apphost deploy`: the app's files and its built dependencies in the artifact store (NATS
+   * Object Store), fetched and verified by an init container. A new digest changes the pod template.
+   */
+  artifacts?: { bundle: Sha256Digest; dependencies?: Sha256Digest };
+}
+
 export interface AppSpec {
   runtime: Runtime;
   /** Container image: the runtime image with code baked in, the runtime base image, or a custom image. */
   image?: string;
+  /** The Python the app and its dependencies were built for (apphost.toml `python_version`). */
+  pythonVersion?: string;
   /** cortex: where the code comes from when it is not baked into the image. */
-  code?: { configMapRef?: { name: string } };
+  code?: AppCode;
   /** custom runtime settings. */
   port?: number;
   entrypoint?: string[];
