@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .encoding import dumps, is_async_iterator, is_iterator, sse_event
+from .jsonbody import BodyError, parse_kwargs
 from .loader import Function
 from .logs import call_log, function_var, logger, request_id_var
 
@@ -195,16 +196,10 @@ class Runtime:
                 return b"".join(chunks)
 
     def _parse(self, f: Function, body: bytes) -> inspect.BoundArguments | dict[str, Any]:
-        if body.strip():
-            try:
-                kwargs = json.loads(body)
-            except (
-                ValueError,
-                RecursionError,
-            ) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                raise CallError(400, "bad_request", f"request body is not valid JSON: {e}") from None
-        else:
-            kwargs = {}
+        try:
+            kwargs = parse_kwargs(body)
+        except BodyError as e:
+            raise CallError(400, "bad_request", str(e)) from None
         if not isinstance(kwargs, dict):
             kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
                 type(kwargs), "a number"

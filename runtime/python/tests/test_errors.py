@@ -47,3 +47,31 @@ def test_error_statuses_and_process_survives(rt):
 @pytest.mark.parametrize("path", ["/health", "/ready", "/functions"])
 def test_probe_paths_reject_post(rt, path):
     _err(httpx.post(f"{rt.url}{path}", json={}), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b'{"name":1e999999}', "argument 'name': number 1e999999 is out of range"),
+        (b'{"name":{"deep":[1,-1e400]}}', "argument 'name': number -1e400 is out of range"),
+        (b'{"name":1' + b"0" * 400 + b"}", "argument 'name': number 1000000"),
+        (b'{"name":NaN}', "NaN is not a JSON value"),
+        (b'{"name":Infinity}', "Infinity is not a JSON value"),
+        (b'{"name":"\xff"}', "not valid UTF-8"),
+        (b'{"name":' + b"[" * 1000 + b"]" * 1000 + b"}", "nested deeper than 512 levels"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 512 levels"),
+    ],
+)
+def test_bodies_the_gateway_also_refuses_are_400_naming_the_problem(rt, body, needle):
+    msg = _err(httpx.post(f"{rt.url}/echo", content=body), 400, "bad_request")
+    assert needle in msg
+    assert rt.alive()
+
+
+def test_the_limits_themselves_are_accepted(rt):
+    depth_511 = b'{"a":' + b"[" * 511 + b"]" * 511 + b"}"  # 512 levels with the object
+    assert httpx.post(f"{rt.url}/echo", content=depth_511).status_code == 200
+    assert httpx.post(f"{rt.url}/echo", content=b'{"a":1.7976931348623157e308}').json() == {
+        "a": 1.7976931348623157e308
+    }
+    assert httpx.post(f"{rt.url}/echo", content=b'{"s":"' + b"[" * 2000 + b'"}').status_code == 200
