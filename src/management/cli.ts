@@ -6,12 +6,23 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../cli/commands.ts';
 import { ApiError } from '../shared/errors.ts';
+import { DEFAULT_SETTINGS } from './context.ts';
 import { loadKubeConfig } from './main.ts';
 import { createServiceAccount } from './service-accounts.ts';
 import { createKubeStore } from './store/kube.ts';
 import { expiry, projectId as projectIdSchema, serviceAccountName, toDate } from './validation.ts';
 
 const DEFAULT_KEYS_NAMESPACE = 'apphost-system';
+
+/** The same cap the API applies (APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS), so the CLI is no way round it. */
+function maxServiceAccountDays(env: NodeJS.ProcessEnv): number {
+  const raw = env.APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS;
+  if (raw === undefined || raw === '') return DEFAULT_SETTINGS.maxServiceAccountDays;
+  const days = Number(raw);
+  if (!Number.isInteger(days) || days < 1)
+    throw new UsageError('APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS must be a whole number of days ≥ 1');
+  return days;
+}
 
 type Out = (line: string) => void;
 const stdout: Out = (line) => process.stdout.write(`${line}\n`);
@@ -69,7 +80,9 @@ export async function runCreateServiceAccountCommand(
     keysNamespace: env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
   });
   try {
-    const { account, token } = await createServiceAccount(store, project, name, toDate(expires));
+    const { account, token } = await createServiceAccount(store, project, name, toDate(expires), new Date(), {
+      maxDays: maxServiceAccountDays(env),
+    });
     io.out(JSON.stringify({ project_id: project, name: account.name, expires_at: account.expiresAt, token }));
     io.err(`service account ${name} created in project ${project}; the token above is shown only once`);
     return 0;

@@ -17,6 +17,8 @@ export interface ManagementSettings {
   lastUsedIntervalSeconds: number;
   /** Longest lifetime a run token may be issued for. */
   maxRunTokenDays: number;
+  /** Longest lifetime a service-account token may be created with. */
+  maxServiceAccountDays: number;
   /** Age a rotated run-token key must reach before it signs (its way to the gateway's mounted Secret). */
   runTokenKeyActivationSeconds: number;
 }
@@ -26,6 +28,7 @@ export const DEFAULT_SETTINGS: ManagementSettings = {
   authCacheSeconds: 3,
   lastUsedIntervalSeconds: 60,
   maxRunTokenDays: 366,
+  maxServiceAccountDays: 366,
   runTokenKeyActivationSeconds: 120,
 };
 

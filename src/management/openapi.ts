@@ -113,7 +113,9 @@ const schemas: Record<string, Schema> = {
         pattern: DNS_LABEL,
         maxLength: 52,
       }),
-      expires_at: str('Expiry: an RFC 3339 date-time or a date (midnight UTC); must be in the future.'),
+      expires_at: str(
+        'Expiry: an RFC 3339 date-time or a date (midnight UTC); in the future, within the maximum lifetime (366 days by default).',
+      ),
     },
   },
   CreateRunTokenRequest: {
@@ -373,7 +375,7 @@ export function openApiDocument(): Record<string, unknown> {
           {
             '201': ok('The account with its token.', 'CreatedServiceAccount'),
             '409': errorResponse('The name is taken.'),
-            '422': errorResponse('expires_at is not in the future.'),
+            '422': errorResponse('expires_at is in the past or beyond the maximum lifetime.'),
           },
           jsonBody('CreateServiceAccountRequest'),
         ),

@@ -13,18 +13,28 @@ export interface CreatedServiceAccount {
   token: string;
 }
 
-/** The bootstrap path too (CLI `apphost create-service-account`): no caller token needed. */
+const DAY_MS = 86_400_000;
+
+/**
+ * The bootstrap path too (CLI `apphost create-service-account`): no caller token needed. `maxDays`
+ * caps the lifetime (the API and the CLI pass APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS).
+ */
 export async function createServiceAccount(
   store: ManagementStore,
   projectId: string,
   name: string,
   expiresAt: Date,
   now: Date = new Date(),
+  opts: { maxDays?: number } = {},
 ): Promise<CreatedServiceAccount> {
   if (Number.isNaN(expiresAt.getTime()))
     throw new ApiError(ErrorCode.InvalidBody, 'expires_at is not a valid date');
   if (expiresAt.getTime() <= now.getTime())
     throw new ApiError(ErrorCode.Unprocessable, 'expires_at must be in the future');
+  if (opts.maxDays !== undefined && expiresAt.getTime() - now.getTime() > opts.maxDays * DAY_MS)
+    throw new ApiError(ErrorCode.Unprocessable, `expires_at may be at most ${opts.maxDays} days ahead`, {
+      details: { maxDays: opts.maxDays },
+    });
   if (!(await store.projectExists(projectId)))
     throw new ApiError(ErrorCode.NotFound, `project ${projectId} not found`);
   const secret = newTokenSecret();

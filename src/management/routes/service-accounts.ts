@@ -23,6 +23,7 @@ export function registerServiceAccountRoutes(router: Router, deps: HandlerDeps):
       body.name,
       toDate(body.expires_at),
       new Date(deps.clock.now()),
+      { maxDays: deps.settings.maxServiceAccountDays },
     );
     ctx.status = 201;
     ctx.set('cache-control', 'no-store');

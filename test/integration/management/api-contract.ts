@@ -241,11 +241,11 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
         const env = getEnv();
         const created = await call(env.api.url, 'POST', `${p()}/service-accounts`, {
           token: env.token,
-          body: { name: 'deploy-bot', expires_at: '2099-01-01' },
+          body: { name: 'deploy-bot', expires_at: inAYear() },
         });
         expect(created.status, created.text).toBe(201);
         const { token, expires_at } = created.body as { token: string; expires_at: string };
-        expect(expires_at).toBe('2099-01-01T00:00:00.000Z');
+        expect(Date.parse(expires_at)).toBeGreaterThan(Date.now() + 364 * 24 * HOUR);
         expect(token).toMatch(new RegExp(`^ahsa_${env.projectId}_deploy-bot_[0-9a-f]{64}$`));
         expect(created.headers.get('cache-control')).toBe('no-store');
 
@@ -266,12 +266,25 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
         expectError(
           await call(env.api.url, 'POST', `${p()}/service-accounts`, {
             token: env.token,
-            body: { name: 'deploy-bot', expires_at: '2099-01-01' },
+            body: { name: 'deploy-bot', expires_at: inAYear() },
           }),
           409,
           'conflict',
         );
         await env.store.revokeServiceAccount(env.projectId, 'deploy-bot');
+      });
+
+      it('caps the lifetime of a service account (APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS, 366 by default)', async () => {
+        const env = getEnv();
+        for (const expires_at of ['9999-12-31', new Date(Date.now() + 367 * 24 * HOUR).toISOString()]) {
+          const r = await call(env.api.url, 'POST', `${p()}/service-accounts`, {
+            token: env.token,
+            body: { name: 'forever', expires_at },
+          });
+          expectError(r, 422);
+          expect(r.text).toContain('at most 366 days ahead');
+        }
+        expect(await env.store.getServiceAccount(env.projectId, 'forever')).toBeUndefined();
       });
 
       it('issues run tokens the gateway verifier accepts, before and after a key rotation', async () => {

@@ -113,7 +113,7 @@ export function conformanceSuite(name: string, getEnv: () => ApiEnv): void {
         (
           await call(env.api.url, 'POST', `${pre}/service-accounts`, {
             ...t,
-            body: { name: 'conf-victim', expires_at: '2099-01-01' },
+            body: { name: 'conf-victim', expires_at: new Date(Date.now() + 86_400_000).toISOString() },
           })
         ).status,
       ).toBe(201);
@@ -127,7 +127,10 @@ export function conformanceSuite(name: string, getEnv: () => ApiEnv): void {
       const bodies: Record<string, unknown> = {
         createDomain: { hostname: 'conf-created.example.test' },
         assignDomain: { app_name: env.appName },
-        createServiceAccount: { name: 'conf-new', expires_at: '2099-01-01T00:00:00Z' },
+        createServiceAccount: {
+          name: 'conf-new',
+          expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+        },
         createRunToken: { expires_at: new Date(Date.now() + 3_600_000).toISOString() },
       };
       // Reads first, then writes, then deletes, so the fixtures live long enough.
