@@ -62,10 +62,10 @@ export const ScalingConfig = z
     replica_concurrency: intIn(1, 10_000)
       .optional()
       .meta({ description: 'Calls one replica serves at once.' }),
-    cooldown: intIn(0, 86_400, ' (seconds)')
+    cooldown: intIn(0, 3600, ' (seconds)')
       .optional()
       .meta({ description: 'Seconds without calls before a replica above min_replicas is removed.' }),
-    scaling_buffer: intIn(0, 1000)
+    scaling_buffer: intIn(0, 100)
       .optional()
       .meta({ description: 'Extra replicas kept above what the load needs.' }),
     target_utilization: intIn(1, 100, ' (percent)')

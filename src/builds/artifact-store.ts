@@ -1,0 +1,144 @@
+/**
+ * The artifact store: bundles and built dependency sets in a NATS JetStream Object Store bucket, each
+ * object named by its sha256 digest, so equal content is stored once and anyone holding a digest can
+ * check what they fetched. A KV bucket maps a dependency key (requirements.ts) to the set it built.
+ */
+import { createHash } from 'node:crypto';
+import { StorageType } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import { Kvm } from '@nats-io/kv';
+import { type ObjectStore, Objm } from '@nats-io/obj';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
+import { isSha256Digest, sha256Digest } from './archive.ts';
+
+/** Object Store bucket of bundles and dependency sets (stream `OBJ_apphost_artifacts`). */
+export const ARTIFACTS_BUCKET = 'apphost_artifacts';
+/** KV bucket: dependency key → digest of the dependency set built for it. */
+export const DEPENDENCY_SETS_BUCKET = 'apphost_dependency_sets';
+
+export interface ArtifactStoreSettings {
+  /** JetStream replicas of both buckets (1 on a single NATS server). */
+  replicas: number;
+  /** Upper bound of the artifacts bucket in bytes (-1: no bound but the server's). */
+  maxBytes: number;
+}
+
+export const DEFAULT_ARTIFACT_STORE_SETTINGS: ArtifactStoreSettings = { replicas: 1, maxBytes: -1 };
+
+export const ArtifactFailure = { Missing: 'missing', Corrupt: 'corrupt' } as const;
+
+/** An artifact that is absent, or whose bytes do not hash to its name. */
+export class ArtifactError extends Error {
+  override readonly name = 'ArtifactError';
+  readonly failure: (typeof ArtifactFailure)[keyof typeof ArtifactFailure];
+  readonly digest: string;
+  constructor(failure: ArtifactError['failure'], digest: string, message: string) {
+    super(message);
+    this.failure = failure;
+    this.digest = digest;
+  }
+}
+
+export interface ArtifactStore {
+  has(digest: Sha256Digest): Promise<boolean>;
+  /** Stores `data` under `digest` after checking that it hashes to it; a no-op when it is there already. */
+  put(digest: Sha256Digest, data: Uint8Array): Promise<void>;
+  /** The whole artifact, checked against its digest. */
+  get(digest: Sha256Digest): Promise<Buffer>;
+  /**
+   * The artifact as a stream of chunks; the stream fails at its end (after the last chunk) when the bytes
+   * do not hash to the digest, so a consumer must treat what it wrote as untrusted until the end.
+   */
+  stream(digest: Sha256Digest): Promise<AsyncIterable<Uint8Array>>;
+  /** The dependency set built for a key, if any. */
+  dependencySet(key: string): Promise<Sha256Digest | undefined>;
+  recordDependencySet(key: string, digest: Sha256Digest): Promise<void>;
+}
+
+/** Opens (creating if needed) both buckets. Safe to call from every replica at start-up. */
+export async function openArtifactStore(
+  nc: NatsConnection,
+  settings: Partial<ArtifactStoreSettings> = {},
+): Promise<ArtifactStore> {
+  const s = { ...DEFAULT_ARTIFACT_STORE_SETTINGS, ...settings };
+  const os = await new Objm(nc).create(ARTIFACTS_BUCKET, {
+    storage: StorageType.File,
+    replicas: s.replicas,
+    max_bytes: s.maxBytes,
+    description: 'apphost bundles and dependency sets, named by sha256',
+  });
+  const kv = await new Kvm(nc).create(DEPENDENCY_SETS_BUCKET, {
+    history: 1,
+    storage: StorageType.File,
+    replicas: s.replicas,
+  });
+  return createArtifactStore(os, kv);
+}
+
+export function createArtifactStore(os: ObjectStore, kv: KV): ArtifactStore {
+  const check = (digest: string) => {
+    if (!isSha256Digest(digest)) throw new Error(`not a sha256 digest: ${digest}`);
+  };
+  const present = async (digest: Sha256Digest) => {
+    const info = await os.info(digest);
+    return info !== null && !info.deleted;
+  };
+
+  const stream = async (digest: Sha256Digest): Promise<AsyncIterable<Uint8Array>> => {
+    check(digest);
+    const result = await os.get(digest);
+    if (!result || result.info.deleted)
+      throw new ArtifactError(ArtifactFailure.Missing, digest, `artifact ${digest} is not in the store`);
+    return (async function* () {
+      const hash = createHash('sha256');
+      for await (const chunk of result.data as unknown as AsyncIterable<Uint8Array>) {
+        hash.update(chunk);
+        yield chunk;
+      }
+      const err = await result.error;
+      const got = `sha256:${hash.digest('hex')}`;
+      if (err || got !== digest)
+        throw new ArtifactError(
+          ArtifactFailure.Corrupt,
+          digest,
+          `artifact ${digest} is corrupt (its bytes hash to ${got}${err ? `; ${err.message}` : ''})`,
+        );
+    })();
+  };
+
+  return {
+    has: async (digest) => {
+      check(digest);
+      return present(digest);
+    },
+    async put(digest, data) {
+      check(digest);
+      const actual = sha256Digest(data);
+      if (actual !== digest) throw new Error(`refusing to store ${actual} under the name ${digest}`);
+      if (await present(digest)) return;
+      await os.putBlob({ name: digest }, data);
+    },
+    async get(digest) {
+      const chunks: Uint8Array[] = [];
+      for await (const c of await stream(digest)) chunks.push(c);
+      return Buffer.concat(chunks);
+    },
+    stream,
+    async dependencySet(key) {
+      const e = await kv.get(depKey(key));
+      if (e?.operation !== 'PUT') return undefined;
+      const digest = e.string();
+      return isSha256Digest(digest) && (await present(digest)) ? digest : undefined;
+    },
+    async recordDependencySet(key, digest) {
+      check(digest);
+      await kv.put(depKey(key), digest);
+    },
+  };
+}
+
+const depKey = (key: string) => {
+  if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`not a dependency key: ${key}`);
+  return `deps.${key}`;
+};
