@@ -4,7 +4,7 @@
  * CLI); `inspectBundle` checks an uploaded one (the management API) before anything is stored.
  */
 import { createHash } from 'node:crypto';
-import { lstat, readdir, readlink, realpath, stat } from 'node:fs/promises';
+import { readdir, readlink, realpath, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import {
