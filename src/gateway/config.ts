@@ -45,6 +45,9 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, 1),
   APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: int(G.drainTimeoutMs),
   APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, 1),
+  APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS: int(G.webhookOutboxMaxJobs),
+  APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES: int(G.webhookOutboxMaxBytes),
+  APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS: int(G.webhookOutboxCloseMs),
   APPHOST_RUN_CONSUMER: z.string().default(W.consumerName),
   APPHOST_RUN_CONCURRENCY: int(W.concurrency, 1),
   APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, 300),
@@ -72,6 +75,10 @@ export function gatewaySettings(e: GatewayEnv): GatewaySettings {
     retryAfterSeconds: e.APPHOST_GATEWAY_RETRY_AFTER_SECONDS,
     maxWebhookBodyBytes: e.APPHOST_WEBHOOK_MAX_BODY_BYTES,
     drainTimeoutMs: e.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
+    webhookPublishTimeoutMs: G.webhookPublishTimeoutMs,
+    webhookOutboxMaxJobs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS,
+    webhookOutboxMaxBytes: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES,
+    webhookOutboxCloseMs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS,
   };
 }
 

@@ -31,11 +31,10 @@ import { errorBody } from './middleware/errors.ts';
 import { requestId } from './middleware/request-id.ts';
 import { route } from './middleware/route.ts';
 import type { GatewaySettings } from './settings.ts';
+import { createWebhookOutbox, DEFAULT_WEBHOOK_OUTBOX_SETTINGS } from './webhook-outbox.ts';
 
 /** Bound on the RUNS stream-info lookup behind the queue-depth gauge. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 2_000;
-/** Bound on enqueueing a webhook job after a sync call (off the caller's path). */
-export const WEBHOOK_PUBLISH_TIMEOUT_MS = 5_000;
 
 export interface GatewayDeps {
   resolver: AppResolver;
@@ -59,7 +58,12 @@ export interface Gateway {
   inflight(): number;
   /** Refuses new calls (503 shutting_down) and waits for in-flight ones, up to `settings.drainTimeoutMs`. */
   drain(): Promise<void>;
-  /** Closes the default upstream Agent (not a dispatcher passed in). */
+  /** Webhook jobs of sync calls not yet taken by JetStream. */
+  pendingWebhooks(): number;
+  /**
+   * Hands held webhook jobs to JetStream (up to `settings.webhookOutboxCloseMs`) and closes the default
+   * upstream Agent (not a dispatcher passed in).
+   */
   close(): Promise<void>;
 }
 
@@ -90,15 +94,19 @@ export function createGateway(deps: GatewayDeps): Gateway {
     return (await jsm.streams.info(RUNS_STREAM)).state.messages;
   });
 
-  const enqueueWebhook = (job: WebhookJob, reqLog: Logger) => {
-    publishWebhookJob(js, job, WEBHOOK_PUBLISH_TIMEOUT_MS).then(
-      () => metrics.webhookJobs.inc({ outcome: 'queued' }),
-      (err) => {
-        metrics.webhookJobs.inc({ outcome: 'failed' });
-        reqLog.error({ err }, 'could not enqueue the webhook delivery');
-      },
-    );
-  };
+  const outbox = createWebhookOutbox({
+    publish: (job) => publishWebhookJob(js, job, settings.webhookPublishTimeoutMs),
+    settings: {
+      ...DEFAULT_WEBHOOK_OUTBOX_SETTINGS,
+      maxJobs: settings.webhookOutboxMaxJobs,
+      maxBytes: settings.webhookOutboxMaxBytes,
+    },
+    clock,
+    log: log.child({ component: 'webhook-outbox' }),
+    count: (outcome) => metrics.webhookJobs.inc({ outcome }),
+    held: (jobs) => metrics.webhookOutbox.set(jobs),
+  });
+  const enqueueWebhook = (job: WebhookJob, reqLog: Logger) => outbox.add(job, reqLog);
 
   const maxJobBytes = () => Math.min(deps.nc.info?.max_payload ?? 1024 * 1024, RUNS_MAX_MSG_BYTES);
 
@@ -165,7 +173,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
         };
       });
     },
+    pendingWebhooks: () => outbox.pending(),
     async close() {
+      await outbox.close(settings.webhookOutboxCloseMs);
       await ownDispatcher?.close();
     },
   };

@@ -8,6 +8,7 @@ export interface GatewayMetrics {
   duration: Histogram<'project' | 'app' | 'mode'>;
   inflight: Gauge;
   webhookJobs: Counter<'outcome'>;
+  webhookOutbox: Gauge;
 }
 
 export function createGatewayMetrics(
@@ -35,8 +36,13 @@ export function createGatewayMetrics(
     }),
     webhookJobs: new Counter({
       name: 'apphost_gateway_webhook_jobs_total',
-      help: 'Webhook delivery jobs the gateway tried to enqueue after sync calls, by outcome.',
+      help: 'Webhook jobs of sync calls by outcome: queued, held (JetStream did not take it; retried), queued_after_retry, dropped (outbox full).',
       labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    webhookOutbox: new Gauge({
+      name: 'apphost_gateway_webhook_outbox_jobs',
+      help: 'Webhook jobs of sync calls held in memory until JetStream takes them.',
       registers: [registry],
     }),
   };

@@ -130,7 +130,11 @@ export async function serveGateway(opts: {
     ops,
     nc,
     port,
-    shutdownBoundMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS + env.APPHOST_RUN_STOP_TIMEOUT_MS + 10_000,
+    shutdownBoundMs:
+      env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS +
+      env.APPHOST_RUN_STOP_TIMEOUT_MS +
+      env.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS +
+      10_000,
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops.drain() },
       {
@@ -142,7 +146,7 @@ export async function serveGateway(opts: {
         },
       },
       { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
-      { name: 'close upstream pool', run: () => gateway.close() },
+      { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
       { name: 'drain nats', run: () => nc.drain() },
       { name: 'close ops', run: () => ops.close() },
     ],

@@ -14,6 +14,14 @@ export interface GatewaySettings {
   maxWebhookBodyBytes: number;
   /** Bound on draining: in-flight sync calls and streams get this long to finish on shutdown. */
   drainTimeoutMs: number;
+  /** Bound on one publish of a sync call's webhook job (a failed one is held and retried). */
+  webhookPublishTimeoutMs: number;
+  /** Webhook jobs of sync calls held in memory while JetStream does not take them (beyond: dropped, logged). */
+  webhookOutboxMaxJobs: number;
+  /** Bytes of such held jobs. */
+  webhookOutboxMaxBytes: number;
+  /** On shutdown, how long held webhook jobs may still be retried before they are given up (logged). */
+  webhookOutboxCloseMs: number;
 }
 
 export const DEFAULT_GATEWAY_SETTINGS: GatewaySettings = {
@@ -24,4 +32,8 @@ export const DEFAULT_GATEWAY_SETTINGS: GatewaySettings = {
   retryAfterSeconds: 5,
   maxWebhookBodyBytes: 768 * 1024,
   drainTimeoutMs: 30_000,
+  webhookPublishTimeoutMs: 5_000,
+  webhookOutboxMaxJobs: 10_000,
+  webhookOutboxMaxBytes: 64 * 1024 * 1024,
+  webhookOutboxCloseMs: 10_000,
 };
