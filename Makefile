@@ -82,8 +82,9 @@ test-python: deps-python
 test-unit: deps
 	vitest run
 
+# DEV_FLAGS: more `apphost dev` flags, e.g. make dev DEV_FLAGS='--port 0 --management-port 0'
 dev: deps-local build
-	APPHOST_NATS_SERVER=$(NATS_SERVER) node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json
+	APPHOST_NATS_SERVER=$(NATS_SERVER) node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json $(DEV_FLAGS)
 
 bench: deps build
 	node bench/run.ts
