@@ -31,8 +31,11 @@ export const DEFAULT_WEBHOOK_OUTBOX_SETTINGS: WebhookOutboxSettings = {
 export type OutboxOutcome = 'queued' | 'held' | 'queued_after_retry' | 'dropped';
 
 export interface WebhookOutbox {
-  /** Publishes `job`; never throws, never blocks the caller. */
-  add(job: WebhookJob, log: Logger): void;
+  /**
+   * Publishes `job`. Resolves (never rejects) once JetStream stored it, or it is held for retries, or
+   * dropped; while jobs are held (an outage is on) a new one joins them at once without waiting.
+   */
+  add(job: WebhookJob, log: Logger): Promise<void>;
   /** Jobs waiting for JetStream (held, plus first publishes still in flight). */
   pending(): number;
   /**
@@ -107,8 +110,12 @@ export function createWebhookOutbox(deps: {
 
   return {
     add(job, reqLog) {
+      if (held.length > 0) {
+        hold(job, reqLog, new Error('earlier webhook jobs are still waiting for JetStream'));
+        return Promise.resolve();
+      }
       inFlight++;
-      deps.publish(job).then(
+      return deps.publish(job).then(
         () => {
           inFlight--;
           deps.count('queued');

@@ -22,8 +22,11 @@ export interface RunSyncDeps {
   dispatcher: Dispatcher;
   settings: GatewaySettings;
   now: () => Date;
-  /** Fire-and-forget enqueue of a webhook job; must never throw or block. */
-  enqueueWebhook(job: WebhookJob, log: GatewayContext['state']['log']): void;
+  /**
+   * Enqueues a webhook job; resolves once JetStream stored it or the gateway holds it for retries
+   * (bounded; never rejects).
+   */
+  enqueueWebhook(job: WebhookJob, log: GatewayContext['state']['log']): Promise<void>;
 }
 
 export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSyncDeps): Promise<void> {
@@ -33,14 +36,16 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     if (!ctx.res.writableFinished) abort.abort(new Error('client went away'));
   });
 
-  const webhookFor = (
+  // Awaited before the caller's response is complete: once a caller has the whole answer, the webhook
+  // job is stored in JetStream or held by this gateway (only a crash during an outage can lose it).
+  const webhookFor = async (
     status: number,
     contentType: string | undefined,
     body: Buffer,
     runStatus: WebhookJob['runStatus'],
-  ) => {
+  ): Promise<void> => {
     if (!run.webhook) return;
-    deps.enqueueWebhook(
+    await deps.enqueueWebhook(
       makeWebhookJob({
         requestId,
         projectId: run.target.projectId,
@@ -71,7 +76,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     });
   } catch (err) {
     if (err instanceof ApiError && !abort.signal.aborted) {
-      webhookFor(
+      await webhookFor(
         err.status,
         'application/json',
         Buffer.from(JSON.stringify(err.toBody())),
@@ -107,7 +112,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
       throw upstreamError(err, abort.signal);
     }
     const status = res.statusCode;
-    webhookFor(status, contentType, buf, status >= 200 && status < 300 ? 'success' : 'failure');
+    await webhookFor(status, contentType, buf, status >= 200 && status < 300 ? 'success' : 'failure');
     ctx.body = buf;
     return;
   }
@@ -126,15 +131,18 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
           cb(null, chunk);
         },
         flush(cb) {
-          if (size > limit) log.warn({ size, limit }, 'response too large to forward to the webhook');
-          else
-            webhookFor(
-              status,
-              contentType,
-              Buffer.concat(chunks),
-              status >= 200 && status < 300 ? 'success' : 'failure',
-            );
-          cb();
+          if (size > limit) {
+            log.warn({ size, limit }, 'response too large to forward to the webhook');
+            cb();
+            return;
+          }
+          // The end of the response waits for the job to be stored or held (see webhookFor).
+          webhookFor(
+            status,
+            contentType,
+            Buffer.concat(chunks),
+            status >= 200 && status < 300 ? 'success' : 'failure',
+          ).then(() => cb(), cb);
         },
       }),
     );
