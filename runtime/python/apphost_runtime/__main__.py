@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     executor = concurrent.futures.ThreadPoolExecutor(
         max_workers=settings.max_workers, thread_name_prefix="apphost-fn"
     )
-    runtime = Runtime(functions, executor, settings.max_body_bytes)
+    runtime = Runtime(functions, executor, settings.max_body_bytes, settings.max_concurrency)
     logger.info(
         f"loaded {len(functions)} function(s) from {settings.app_dir}/main.py: {', '.join(functions)}; "
         f"listening on {settings.host}:{settings.port}"

@@ -8,7 +8,8 @@ HTTP contract (see docs/runtimes.md for the author-facing version):
 * Errors are ``{"error": {"type": ..., "message": ...}}``: 400 ``bad_request`` (body not JSON / not an
   object), 404 ``not_found`` (unknown function or nested path), 405 ``method_not_allowed``, 413
   ``payload_too_large``, 422 ``invalid_arguments``, 500 ``function_error`` / ``serialization_error``, 503
-  ``shutting_down``.
+  ``shutting_down``, 429 ``at_capacity`` (``--max-concurrency`` calls already in progress). The last two never
+  run the function and carry ``X-Apphost-Refused: <type>``.
 * ``GET /health`` (alive), ``GET /ready`` (imported and not shutting down), ``GET /functions``.
 * ``X-Request-Id`` is echoed (one is generated when absent) and tagged on every log line of the call.
 """
@@ -44,6 +45,9 @@ _SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+# Set on answers that refuse a call without running it (at_capacity, shutting_down): the gateway may retry
+# those on another replica.
+REFUSED_HEADER = b"x-apphost-refused"
 _DONE = object()
 _TOO_LARGE = object()
 
@@ -88,12 +92,15 @@ class Runtime:
         functions: dict[str, Function],
         executor: concurrent.futures.ThreadPoolExecutor,
         max_body_bytes: int = 100 * 1024 * 1024,
+        max_concurrency: int = 0,
     ) -> None:
         self.functions = functions
         self.executor = executor
         self.max_body_bytes = max_body_bytes
+        self.max_concurrency = max_concurrency
         self.shutting_down = False
         self.inflight = 0
+        self.admitted = 0  # calls holding a max_concurrency slot (from arrival to the end of the response)
         self._functions_body = json.dumps(
             {"functions": [f.describe() for f in functions.values()]}, separators=(",", ":")
         ).encode()
@@ -246,8 +253,30 @@ class Runtime:
                 "the runtime is shutting down; retry on another instance",
                 f.name,
                 t0,
+                extra=[(REFUSED_HEADER, b"shutting_down")],
             )
             return
+        if self.max_concurrency and self.admitted >= self.max_concurrency:
+            # The backstop behind the gateways' own limit: with several gateways, each sees only its own
+            # calls. The function does not run, so the gateway may safely send the call elsewhere.
+            await self._error(
+                send,
+                rid,
+                429,
+                "at_capacity",
+                f"this replica already serves {self.max_concurrency} call(s) (its limit); retry on another",
+                f.name,
+                t0,
+                extra=[(REFUSED_HEADER, b"at_capacity"), (b"retry-after", b"1")],
+            )
+            return
+        self.admitted += 1
+        try:
+            await self._admitted_call(f, receive, send, rid, t0)
+        finally:
+            self.admitted -= 1
+
+    async def _admitted_call(self, f: Function, receive: Receive, send: Send, rid: str, t0: float) -> None:
         body = await self._read_body(receive)
         if body is None:
             call_log(

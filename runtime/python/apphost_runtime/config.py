@@ -16,6 +16,7 @@ class Settings:
     max_workers: int = 128
     keep_alive_seconds: float = 75.0
     max_body_bytes: int = 100 * 1024 * 1024
+    max_concurrency: int = 0
     log_level: str = "info"
 
 
@@ -62,6 +63,13 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         help="largest accepted request body, else 413 [APPHOST_MAX_BODY_BYTES] (100 MiB)",
     )
     p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=int(_env("APPHOST_MAX_CONCURRENCY", "0")),
+        help="calls served at once; one more is refused with 429 at_capacity, without running it "
+        "(the App's replicaConcurrency) [APPHOST_MAX_CONCURRENCY] (0 = no limit)",
+    )
+    p.add_argument(
         "--log-level", default=_env("APPHOST_LOG_LEVEL", "info"), help="[APPHOST_LOG_LEVEL] (info)"
     )
     a = p.parse_args(argv)
@@ -71,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         p.error("--grace-seconds must be >= 0")
     if a.max_workers < 1:
         p.error("--max-workers must be >= 1")
+    if a.max_concurrency < 0:
+        p.error("--max-concurrency must be >= 0")
     return Settings(
         app_dir=a.app_dir,
         host=a.host,
@@ -79,5 +89,6 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         max_workers=a.max_workers,
         keep_alive_seconds=a.keep_alive_seconds,
         max_body_bytes=a.max_body_bytes,
+        max_concurrency=a.max_concurrency,
         log_level=a.log_level,
     )
