@@ -111,6 +111,21 @@ describe('loadAppsFolder', () => {
       /responseGracePeriodSeconds/,
     ],
     ['broken YAML', 'kind: [', /invalid YAML/],
+    [
+      'a target utilization over 100 %',
+      app('a', '  scaling:\n    targetUtilization: 150\n'),
+      /spec\.scaling\.targetUtilization: Too big/,
+    ],
+    [
+      'minReplicas above maxReplicas',
+      app('a', '  scaling:\n    minReplicas: 3\n    maxReplicas: 2\n'),
+      /spec\.scaling\.minReplicas: minReplicas must not be greater than maxReplicas/,
+    ],
+    [
+      'an unknown scaling field',
+      app('a', '  scaling:\n    cooldown: 30\n'),
+      /spec\.scaling: Unrecognized key: "cooldown"/,
+    ],
   ])('rejects %s with the file and field named', (_what, text, message) => {
     put('a/app.yaml', text);
     put('a/main.py', 'def run(): return 1\n');

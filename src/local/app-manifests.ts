@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { stringify as toToml } from 'smol-toml';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
+import { ScalingSchema } from '../apis/v1alpha1/scaling.ts';
 import {
   APP_CONFIG_FILE,
   type AppConfig,
@@ -72,7 +73,7 @@ const appSchema = z.object({
     env: z.array(envVar).optional(),
     envFromSecrets: z.array(z.string()).optional(),
     resources: z.unknown().optional(),
-    scaling: z.unknown().optional(),
+    scaling: ScalingSchema.optional(),
     responseGracePeriodSeconds: z.number().int().min(1).max(MAX_RESPONSE_GRACE_PERIOD_SECONDS).optional(),
   }),
 });

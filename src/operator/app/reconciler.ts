@@ -21,7 +21,7 @@ import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
-import { AppReason, computeAppStatus, sameStatus } from './status.ts';
+import { AppReason, computeAppStatus, sameReconciledStatus } from './status.ts';
 
 export interface Lister<T> {
   get(namespace: string | undefined, name: string): T | undefined;
@@ -95,7 +95,7 @@ export function createAppReconciler(
   };
 
   const writeStatus = (app: App, status: ReturnType<typeof computeAppStatus>) =>
-    writeStatusIfChanged(deps.client, Resources.App, app, status, sameStatus);
+    writeStatusIfChanged(deps.client, Resources.App, app, status, sameReconciledStatus);
 
   return async (key) => {
     const { namespace, name } = splitKey(key);

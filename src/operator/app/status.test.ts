@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Deployment } from '../runtime/kube-client.ts';
-import { AppReason, deploymentReadiness } from './status.ts';
+import { AppReason, deploymentReadiness, sameReconciledStatus } from './status.ts';
 
 const deployment = (replicas: number): Deployment =>
   ({
@@ -22,10 +22,18 @@ describe('deploymentReadiness', () => {
     expect(deploymentReadiness(deployment(2))).toMatchObject({ status: 'True', reason: AppReason.Ready });
   });
 
-  it('an App with minReplicas 0 runs no replica and is not ready', () => {
+  it('an App scaled to zero is Ready (the next call starts a replica), with the reason saying so', () => {
     expect(deploymentReadiness(deployment(0))).toMatchObject({
-      status: 'False',
+      status: 'True',
       reason: AppReason.ScaledToZero,
     });
+  });
+});
+
+describe('sameReconciledStatus', () => {
+  it('ignores the fields only the autoscaler writes', () => {
+    const own = { observedGeneration: 1, readyReplicas: 2 };
+    expect(sameReconciledStatus({ ...own, desiredReplicas: 3, observedConcurrency: 1.5 }, own)).toBe(true);
+    expect(sameReconciledStatus({ ...own, readyReplicas: 1, desiredReplicas: 3 }, own)).toBe(false);
   });
 });

@@ -74,13 +74,14 @@ export function deploymentReadiness(dep: Deployment | undefined): Omit<Condition
       message: `${Math.min(ready, want)} of ${want} replicas ready (${updated} updated, ${total} total)`,
     };
   }
-  // Nothing scales an App up from zero: with no replica it cannot serve a call, so it is not ready.
+  // Scaled to zero is a serving state: the gateway holds the next call and the autoscaler starts a
+  // replica for it (a cold start).
   if (want === 0) {
     return {
       type: 'Ready',
-      status: 'False',
+      status: 'True',
       reason: AppReason.ScaledToZero,
-      message: 'spec.scaling.minReplicas is 0: no replica runs, so calls cannot be served',
+      message: 'no replica runs (no calls for the cooldown); the next call starts one',
     };
   }
   return {
@@ -124,3 +125,16 @@ export function computeAppStatus(
 
 export const sameStatus = (a: unknown, b: unknown): boolean =>
   canonicalJson(a ?? {}) === canonicalJson(b ?? {});
+
+/** Status fields only the autoscaler writes; the App reconciler neither sets nor compares them. */
+export const AUTOSCALER_STATUS_FIELDS = ['desiredReplicas', 'observedConcurrency'] as const;
+
+/** sameStatus for the App reconciler's own fields (a merge patch without them leaves them alone). */
+export function sameReconciledStatus(live: unknown, computed: unknown): boolean {
+  const own = (s: unknown) => {
+    const copy = { ...((s ?? {}) as Record<string, unknown>) };
+    for (const f of AUTOSCALER_STATUS_FIELDS) delete copy[f];
+    return copy;
+  };
+  return sameStatus(own(live), own(computed));
+}

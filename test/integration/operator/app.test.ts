@@ -91,6 +91,21 @@ describe('CRD validation', () => {
       /minReplicas must not be greater than spec\.scaling\.maxReplicas/,
     ],
     [
+      'a target utilization over 100 %',
+      app('bad-target', { runtime: 'cortex', image: 'x/y:1', scaling: { targetUtilization: 120 } }),
+      /spec\.scaling\.targetUtilization.*less than or equal to 100/,
+    ],
+    [
+      'a negative cooldown',
+      app('bad-cooldown', { runtime: 'cortex', image: 'x/y:1', scaling: { cooldownSeconds: -1 } }),
+      /spec\.scaling\.cooldownSeconds.*greater than or equal to 0/,
+    ],
+    [
+      'a scaling buffer as large as maxReplicas',
+      app('bad-buffer', { runtime: 'cortex', image: 'x/y:1', scaling: { maxReplicas: 2, scalingBuffer: 2 } }),
+      /spec\.scaling\.scalingBuffer must be less than spec\.scaling\.maxReplicas/,
+    ],
+    [
       'responseGracePeriodSeconds above 12 h',
       app('bad-grace', { runtime: 'cortex', image: 'x/y:1', responseGracePeriodSeconds: 50_000 }),
       /responseGracePeriodSeconds.*less than or equal to 43200/,
@@ -117,7 +132,13 @@ describe('CRD validation', () => {
       app('defaults', { runtime: 'cortex', image: 'x/y:1', scaling: {} }) as App,
     );
     expect(created.spec.responseGracePeriodSeconds).toBe(900);
-    expect(created.spec.scaling?.minReplicas).toBe(1);
+    expect(created.spec.scaling).toEqual({
+      minReplicas: 1,
+      replicaConcurrency: 100,
+      targetUtilization: 70,
+      scalingBuffer: 0,
+      cooldownSeconds: 60,
+    });
     await client.delete(Resources.App, { namespace: ns, name: 'defaults' });
   });
 });
@@ -215,14 +236,22 @@ describe('App → Deployment and Service', () => {
     expect(a?.status?.observedGeneration).toBe(a?.metadata.generation);
   });
 
-  it('kubectl shows READY, URL, REPLICAS, AGE, and finds Apps by short name and category', async () => {
+  it('kubectl shows READY, URL, DESIRED, REPLICAS, AGE, and finds Apps by short name and category', async () => {
+    // What the autoscaler writes (the operator here runs without it).
+    await client.mergePatch(
+      Resources.App,
+      { namespace: ns, name: 'hello' },
+      { status: { desiredReplicas: 2 } },
+      'status',
+    );
     const { stdout } = await kubectl('get', 'apps.apphost.dev', '-n', ns, 'hello');
     const [header, row] = stdout.trim().split('\n');
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'URL', 'REPLICAS', 'AGE']);
-    expect(row?.split(/\s+/).slice(0, 4)).toEqual([
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'URL', 'DESIRED', 'REPLICAS', 'AGE']);
+    expect(row?.split(/\s+/).slice(0, 5)).toEqual([
       'hello',
       'True',
       `http://hello.${ns}.svc.cluster.local`,
+      '2',
       '2',
     ]);
     expect((await kubectl('get', 'ahapp', '-n', ns, '-o', 'name')).stdout).toContain('app.apphost.dev/hello');
@@ -238,7 +267,8 @@ describe('App → Deployment and Service', () => {
       {
         spec: {
           image: 'example.invalid/hello:2',
-          scaling: { minReplicas: 1 },
+          // The autoscaler asked for 2 (above); a lowered maxReplicas caps it at once.
+          scaling: { minReplicas: 1, maxReplicas: 1 },
           env: null,
           resources: { gpu: null },
         },

@@ -60,6 +60,19 @@ describe('makeDeployment', () => {
     expect(c.readinessProbe?.httpGet?.path).toBe('/hz');
   });
 
+  it.each<[string, App['spec']['scaling'], number | undefined, number]>([
+    ['no decision yet: minReplicas', { minReplicas: 2 }, undefined, 2],
+    ['no decision yet, minReplicas 0: one replica proves the App starts', { minReplicas: 0 }, undefined, 1],
+    ['the autoscaler decided', { minReplicas: 0, maxReplicas: 5 }, 4, 4],
+    ['the autoscaler decided zero', { minReplicas: 0 }, 0, 0],
+    ['a decision above a lowered maxReplicas is clamped', { maxReplicas: 2 }, 4, 2],
+    ['a decision below a raised minReplicas is clamped', { minReplicas: 3 }, 1, 3],
+  ])('replicas: %s', (_name, scaling, desired, want) => {
+    const a = app({ runtime: 'cortex', image: 'x:1', scaling });
+    if (desired !== undefined) a.status = { desiredReplicas: desired };
+    expect(makeDeployment(a, settings).spec.replicas).toBe(want);
+  });
+
   it('custom without entrypoint keeps the image entrypoint', () => {
     expect(container(app({ runtime: 'custom', image: 'me/srv:1', port: 80 })).command).toBeUndefined();
   });

@@ -1,5 +1,6 @@
 /** The Deployment that runs an App: a pure function of the App and the operator's settings. */
 import type { V1Container, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
+import { deploymentReplicas } from '../../../apis/v1alpha1/scaling.ts';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
 import type { Deployment } from '../../runtime/kube-client.ts';
@@ -114,7 +115,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
       ownerReferences: [appOwnerReference(app)],
     },
     spec: {
-      replicas: app.spec.scaling?.minReplicas ?? 1,
+      replicas: deploymentReplicas(app),
       selector: { matchLabels: appSelector(app) },
       template: {
         metadata: { labels: appLabels(app) },
