@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AppLoad, LoadReport } from '../../shared/contracts/scaling.ts';
-import { LoadAggregator, observedConcurrency } from './load-aggregator.ts';
+import { byNamespace, LoadAggregator, observedConcurrency } from './load-aggregator.ts';
 
 const load = (appName: string, over: Partial<AppLoad> = {}): AppLoad => ({
   projectId: 'p',
@@ -24,7 +24,7 @@ describe('LoadAggregator', () => {
     a.record(report('gw-1', [load('a', { concurrency: 2, inflight: 2, replicas: { r1: 2 } })]), 0);
     a.record(report('gw-1', [load('a', { concurrency: 3, inflight: 3, replicas: { r1: 3 } })]), 1_000);
     a.record(report('gw-2', [load('a', { concurrency: 1.5, queued: 1, replicas: { r1: 1, r2: 0 } })]), 1_000);
-    expect(a.totals('p', 'a', 1_500)).toEqual({
+    expect(a.totals('p/a', 1_500)).toEqual({
       concurrency: 4.5,
       inflight: 3,
       queued: 1,
@@ -38,26 +38,33 @@ describe('LoadAggregator', () => {
     const a = new LoadAggregator(3_000);
     a.record(report('gw-1', [load('a', { concurrency: 2 }), load('b', { concurrency: 1 })]), 0);
     a.record(report('gw-1', [load('b', { concurrency: 1 })]), 1_000);
-    expect(a.totals('p', 'a', 1_000).concurrency).toBe(0);
-    expect(a.totals('p', 'b', 1_000).concurrency).toBe(1);
+    expect(a.totals('p/a', 1_000).concurrency).toBe(0);
+    expect(a.totals('p/b', 1_000).concurrency).toBe(1);
   });
 
   it('a reporter silent for the ttl stops counting, even before expire() runs, and expire() drops it', () => {
     const a = new LoadAggregator(3_000);
     a.record(report('dead', [load('a', { concurrency: 10, inflight: 10 })]), 0);
     a.record(report('live', [load('a', { concurrency: 1, inflight: 1 })]), 2_500);
-    expect(a.totals('p', 'a', 2_999).concurrency).toBe(11);
-    expect(a.totals('p', 'a', 3_000).concurrency).toBe(1);
+    expect(a.totals('p/a', 2_999).concurrency).toBe(11);
+    expect(a.totals('p/a', 3_000).concurrency).toBe(1);
     expect(a.expire(3_000)).toEqual(['dead']);
     expect(a.reporters).toBe(1);
+  });
+
+  it('the operator keys apps by namespace and ignores loads without one', () => {
+    const a = new LoadAggregator(3_000, byNamespace);
+    a.record(report('gw-1', [load('a', { namespace: 'ns1', inflight: 2 }), load('b', { inflight: 1 })]), 0);
+    expect(a.totals('ns1/a', 0).inflight).toBe(2);
+    expect(a.totals('p/b', 0).reporters).toBe(0);
   });
 
   it('a wake request updates one app and keeps the reporter’s other apps', () => {
     const a = new LoadAggregator(3_000);
     a.record(report('gw-1', [load('b', { concurrency: 1 })]), 0);
     a.recordApp('gw-1', load('a', { queued: 1 }), 500);
-    expect(a.totals('p', 'a', 500).queued).toBe(1);
-    expect(a.totals('p', 'b', 500).concurrency).toBe(1);
+    expect(a.totals('p/a', 500).queued).toBe(1);
+    expect(a.totals('p/b', 500).concurrency).toBe(1);
   });
 });
 

@@ -23,28 +23,38 @@ interface Entry {
   apps: Map<string, AppLoad>;
 }
 
-export const appKey = (projectId: string, appName: string) => `${projectId}/${appName}`;
+/** How reports name an app: `<project>/<app>` (local mode) or `<namespace>/<app>` (the operator). */
+export type AppKeyOf = (load: AppLoad) => string | undefined;
+export const byProject: AppKeyOf = (l) => `${l.projectId}/${l.appName}`;
+export const byNamespace: AppKeyOf = (l) => (l.namespace ? `${l.namespace}/${l.appName}` : undefined);
 
 export class LoadAggregator {
   readonly #ttlMs: number;
+  readonly #keyOf: AppKeyOf;
   readonly #reporters = new Map<string, Entry>();
 
-  constructor(ttlMs: number) {
+  constructor(ttlMs: number, keyOf: AppKeyOf = byProject) {
     this.#ttlMs = ttlMs;
+    this.#keyOf = keyOf;
   }
 
   /** Replaces everything `report.reporter` said before. */
   record(report: LoadReport, receivedAt: number): void {
     const apps = new Map<string, AppLoad>();
-    for (const a of report.apps) apps.set(appKey(a.projectId, a.appName), a);
+    for (const a of report.apps) {
+      const key = this.#keyOf(a);
+      if (key) apps.set(key, a);
+    }
     this.#reporters.set(report.reporter, { receivedAt, apps });
   }
 
   /** Updates one app of one reporter (a wake request) without forgetting its other apps. */
   recordApp(reporter: string, load: AppLoad, receivedAt: number): void {
+    const key = this.#keyOf(load);
+    if (!key) return;
     const e = this.#reporters.get(reporter) ?? { receivedAt, apps: new Map<string, AppLoad>() };
     e.receivedAt = Math.max(e.receivedAt, receivedAt);
-    e.apps.set(appKey(load.projectId, load.appName), load);
+    e.apps.set(key, load);
     this.#reporters.set(reporter, e);
   }
 
@@ -60,9 +70,8 @@ export class LoadAggregator {
     return gone;
   }
 
-  /** What every live reporter says about one app (reporters past the ttl are ignored). */
-  totals(projectId: string, appName: string, now: number): AppTotals {
-    const key = appKey(projectId, appName);
+  /** What every live reporter says about one app, by its key (reporters past the ttl are ignored). */
+  totals(key: string, now: number): AppTotals {
     const t: AppTotals = { concurrency: 0, inflight: 0, queued: 0, runs: 0, replicas: {}, reporters: 0 };
     for (const e of this.#reporters.values()) {
       if (now - e.receivedAt >= this.#ttlMs) continue;
