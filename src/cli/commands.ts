@@ -3,88 +3,227 @@
  * so a piece whose dependencies are missing (or not written yet) never breaks another command.
  */
 import { readFileSync } from 'node:fs';
+import { CliError, EXIT_USAGE, UsageError } from './command.ts';
+import { ConfigFileError } from './config-file.ts';
 
 export interface CommandIo {
   out: (line: string) => void;
   err: (line: string) => void;
+  /** Fires on Ctrl-C for client commands (main.ts); a command stops what it streams and returns. */
+  signal?: AbortSignal;
 }
 
 /** What a command module exports: a service entrypoint `main(env)` or an argv-taking command. */
-type Runner = (argv: string[], env: NodeJS.ProcessEnv) => Promise<unknown>;
+export type Runner = (argv: string[], env: NodeJS.ProcessEnv, io: CommandIo) => Promise<unknown>;
 
 export interface Command {
   name: string;
   summary: string;
+  /** `client`: talks to a running apphost (Ctrl-C aborts it, main.ts); `service`: a long-running piece. */
+  kind: 'client' | 'service' | 'tool';
   load: () => Promise<Runner>;
 }
 
-/** Thrown by a command for a usage error (bad flag, missing argument): printed, exit code 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
-export const EXIT_USAGE = 2;
+export { CliError, EXIT_USAGE, UsageError } from './command.ts';
 
 /**
- * Imports `specifier` and returns its export `name`, checked to be a function. The specifier is a
- * variable on purpose: each piece is typechecked on its own, and a piece that is absent or broken
- * fails only its own command (tsc still rewrites `.ts` to `.js` in the build).
+ * Imports `specifier` and returns its export `name`. The specifier is a variable on purpose: each
+ * piece is typechecked on its own, and a piece that is absent or broken fails only its own command
+ * (tsc still rewrites `.ts` to `.js` in the build).
  */
-async function loadExport(specifier: string, name: string): Promise<(...args: never[]) => unknown> {
+async function loadExport(specifier: string, name: string): Promise<unknown> {
   const mod = (await import(specifier)) as Record<string, unknown>;
-  const fn = mod[name];
-  if (typeof fn !== 'function') throw new Error(`${specifier} does not export a function '${name}'`);
-  return fn as (...args: never[]) => unknown;
+  if (!(name in mod)) throw new Error(`${specifier} does not export '${name}'`);
+  return mod[name];
 }
 
-/** A long-running piece: `main(env)`, configured by env only. */
+/** A long-running piece: `main(env)`, configured by env only; --help describes it. */
 const service =
-  (specifier: string): (() => Promise<Runner>) =>
+  (specifier: string, help: ServiceHelp): (() => Promise<Runner>) =>
   async () => {
     const main = (await loadExport(specifier, 'main')) as (env: NodeJS.ProcessEnv) => Promise<void>;
-    return async (argv, env) => {
+    if (typeof main !== 'function') throw new Error(`${specifier} does not export a function 'main'`);
+    return async (argv, env, io) => {
+      if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
+        io.out(serviceHelp(help));
+        return 0;
+      }
       if (argv.length > 0)
-        throw new UsageError(`unexpected arguments: ${argv.join(' ')} (configure with env)`);
+        throw new UsageError(`unexpected arguments: ${argv.join(' ')} (a service is configured by env)`);
       await main(env);
     };
   };
 
-/** A command taking flags: `fn(argv, env)`. */
+/** A command taking flags: `fn(argv, env, io)`. */
 const command =
   (specifier: string, name: string): (() => Promise<Runner>) =>
+  async () => {
+    const fn = await loadExport(specifier, name);
+    if (typeof fn !== 'function') throw new Error(`${specifier} does not export a function '${name}'`);
+    return fn as Runner;
+  };
+
+/** A command defined with clientCommand(): the export `name` is `{spec, run}`. */
+const client =
+  (specifier: string, name: string): (() => Promise<Runner>) =>
   async () =>
-    (await loadExport(specifier, name)) as Runner;
+    ((await loadExport(specifier, name)) as { run: Runner }).run;
+
+export interface ServiceHelp {
+  name: string;
+  summary: string;
+  settings: ReadonlyArray<readonly [string, string]>;
+  docs: string;
+  example: string;
+}
+
+export function serviceHelp(h: ServiceHelp): string {
+  const width = Math.max(...h.settings.map(([n]) => n.length)) + 2;
+  return [
+    `usage: apphost ${h.name}`,
+    '',
+    h.summary,
+    'A long-running service: it takes no flags and reads its settings from env; SIGTERM stops it gracefully.',
+    '',
+    'flags:',
+    '  -h, --help  print this help',
+    '',
+    `settings (env; every one, with defaults and bounds, in ${h.docs}):`,
+    ...h.settings.map(([n, d]) => `  ${n.padEnd(width)}${d}`),
+    '',
+    'example:',
+    `  ${h.example}`,
+  ].join('\n');
+}
+
+const NATS = ['NATS_URL', 'NATS server with JetStream (nats://127.0.0.1:4222)'] as const;
+const OPS = ['APPHOST_OPS_PORT', '/healthz, /readyz, /metrics port (9090)'] as const;
+const LOG = ['APPHOST_LOG_LEVEL', 'pino level (info)'] as const;
+const KUBE = ['KUBECONFIG', 'kubeconfig file (in-cluster service account when unset)'] as const;
 
 export const COMMANDS: readonly Command[] = [
   {
     name: 'dev',
+    kind: 'tool',
     summary: 'run the platform locally: apps as local processes, NATS, gateway and management API',
     load: command('../local/main.ts', 'runDev'),
   },
   {
-    name: 'gateway',
-    summary: 'the run API ({api_url}) and the async run worker',
-    load: service('../gateway/main.ts'),
+    name: 'login',
+    kind: 'client',
+    summary: 'check a base URL, project and token and save them as a profile of the config file',
+    load: client('./login.ts', 'loginCommand'),
   },
-  { name: 'webhooks', summary: 'the webhook dispatcher', load: service('../webhooks/main.ts') },
-  { name: 'management', summary: 'the management API ({base_url})', load: service('../management/main.ts') },
+  {
+    name: 'run',
+    kind: 'client',
+    summary: 'call a function: sync, --async, --webhook URL or --stream (prints events as they arrive)',
+    load: client('./run.ts', 'runCommand'),
+  },
+  {
+    name: 'runs',
+    kind: 'client',
+    summary: 'async runs: list, get (with the result), cancel',
+    load: command('./runs.ts', 'runRunsCommand'),
+  },
+  {
+    name: 'logs',
+    kind: 'client',
+    summary: "an app's logs (every replica), --follow to stream them",
+    load: client('./logs.ts', 'logsCommand'),
+  },
+  {
+    name: 'tokens',
+    kind: 'client',
+    summary: 'service-account tokens of the project: create, list, revoke',
+    load: command('./tokens.ts', 'runTokensCommand'),
+  },
+  {
+    name: 'gateway',
+    kind: 'service',
+    summary: 'the run API ({api_url}) and the async run worker',
+    load: service('../gateway/main.ts', {
+      name: 'gateway',
+      summary: 'The run API ({api_url}: sync, async, streams, custom domains) and the async run worker.',
+      settings: [
+        NATS,
+        ['APPHOST_PLATFORM_KEY', 'key that seals webhook secrets in NATS (required)'],
+        ['APPHOST_RUN_TOKEN_KEYS_FILE', 'run-token key set JSON (required)'],
+        ['APPHOST_GATEWAY_PORT', 'run API port (8080)'],
+        ['APPHOST_RUN_WORKER', 'also run the async run worker (true)'],
+        ['APPHOST_GATEWAY_SYNC_TIMEOUT_MS', 'bound on a sync call'],
+        OPS,
+        LOG,
+      ],
+      docs: 'docs/gateway.md and docs/runs.md',
+      example:
+        'NATS_URL=nats://127.0.0.1:4222 APPHOST_PLATFORM_KEY=$(cat key) APPHOST_RUN_TOKEN_KEYS_FILE=keys.json apphost gateway',
+    }),
+  },
+  {
+    name: 'webhooks',
+    kind: 'service',
+    summary: 'the webhook dispatcher',
+    load: service('../webhooks/main.ts', {
+      name: 'webhooks',
+      summary: 'The webhook dispatcher: delivers finished runs to webhooks with retries and signatures.',
+      settings: [
+        NATS,
+        ['APPHOST_PLATFORM_KEY', 'key that opens sealed webhook secrets (required)'],
+        ['APPHOST_WEBHOOK_ALLOW_CIDRS', 'internal ranges webhooks may reach (none)'],
+        OPS,
+        LOG,
+      ],
+      docs: 'docs/webhooks.md',
+      example: 'NATS_URL=nats://127.0.0.1:4222 APPHOST_PLATFORM_KEY=$(cat key) apphost webhooks',
+    }),
+  },
+  {
+    name: 'management',
+    kind: 'service',
+    summary: 'the management API ({base_url})',
+    load: service('../management/main.ts', {
+      name: 'management',
+      summary: 'The management API ({base_url}): domains, service accounts, run tokens, runs, logs.',
+      settings: [
+        KUBE,
+        NATS,
+        ['APPHOST_MANAGEMENT_PORT', 'management API port (8081)'],
+        ['APPHOST_RUN_TOKEN_KEYS_NAMESPACE', 'namespace of the run-token key Secret (apphost-system)'],
+        OPS,
+        LOG,
+      ],
+      docs: 'docs/management.md',
+      example: 'KUBECONFIG=~/.kube/config NATS_URL=nats://127.0.0.1:4222 apphost management',
+    }),
+  },
   {
     name: 'operator',
+    kind: 'service',
     summary: 'the Kubernetes operator (App, DomainAssignment)',
-    load: service('../operator/main.ts'),
+    load: service('../operator/main.ts', {
+      name: 'operator',
+      summary: 'The Kubernetes operator: App -> Deployment + Service, DomainAssignment -> Ingress.',
+      settings: [KUBE, ['POD_NAMESPACE', 'namespace of its Lease and the gateway'], OPS, LOG],
+      docs: 'docs/operator.md',
+      example: 'KUBECONFIG=~/.kube/config POD_NAMESPACE=apphost-system apphost operator',
+    }),
   },
   {
     name: 'create-service-account',
-    summary: 'create a service account and print its token',
+    kind: 'tool',
+    summary: 'create a service account with a kubeconfig (bootstrap) and print its token',
     load: command('../management/cli.ts', 'runCreateServiceAccountCommand'),
   },
   {
     name: 'ensure-platform-key',
+    kind: 'tool',
     summary: 'create the platform key Secret if it is missing (the plain-YAML install runs this as a Job)',
     load: command('./ensure-platform-key.ts', 'runEnsurePlatformKeyCommand'),
   },
   {
     name: 'rotate-run-token-keys',
+    kind: 'tool',
     summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',
     load: command('../management/cli.ts', 'runRotateRunTokenKeysCommand'),
   },
@@ -108,7 +247,8 @@ export function usage(): string {
     `  ${'version'.padEnd(width)}print the version`,
     `  ${'help'.padEnd(width)}print this help`,
     '',
-    "Run 'apphost <command> --help' for a command's flags. Services read their settings from env (docs/).",
+    "Run 'apphost <command> --help' for a command's flags, settings and an example.",
+    'Client commands find the API, project and token in flags, APPHOST_* env or the config file (docs/cli.md).',
   ].join('\n');
 }
 
@@ -136,13 +276,26 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: Command
     return 1;
   }
   try {
-    const code = await run(rest, env);
+    const code = await run(rest, env, io);
     return typeof code === 'number' ? code : 0;
   } catch (err) {
+    const who = `apphost ${(err as { command?: string }).command ?? name}`;
     if (err instanceof UsageError || isParseArgsError(err)) {
-      io.err(`apphost ${name}: ${(err as Error).message}`);
+      io.err(`${who}: ${(err as Error).message}`);
+      io.err(`Run '${who} --help' for its arguments and flags.`);
       return EXIT_USAGE;
     }
+    if (err instanceof CliError) {
+      io.err(`${who}: ${err.message}`);
+      if (err.hint) io.err(`  next: ${err.hint}`);
+      return err.exitCode;
+    }
+    if (err instanceof ConfigFileError) {
+      io.err(`${who}: ${err.message}`);
+      io.err("  next: fix or remove it ('apphost login' and 'apphost dev' write a fresh one)");
+      return 1;
+    }
+    if (io.signal?.aborted) return 130;
     throw err;
   }
 }

@@ -4,9 +4,8 @@
  * cannot hold a generated secret; the Helm chart generates the key itself (lookup + keep).
  */
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { UsageError } from './commands.ts';
+import { type CommandSpec, helpText, parseCommand, UsageError } from './command.ts';
 
 export const PLATFORM_KEY_SECRET_KEY = 'platform-key';
 export const DEFAULT_PLATFORM_KEY_SECRET = 'apphost-platform-key';
@@ -18,6 +17,31 @@ export function newPlatformKey(): string {
   return randomBytes(36).toString('base64url');
 }
 
+export const ENSURE_PLATFORM_KEY_SPEC: CommandSpec = {
+  name: 'ensure-platform-key',
+  summary:
+    'Create the platform key Secret (it seals webhook secrets) when it is missing; an existing one is left unchanged.\nThe plain-YAML install runs this as a Job.',
+  flags: {
+    namespace: { type: 'string', value: 'NS', description: 'namespace of the Secret [POD_NAMESPACE]' },
+    secret: {
+      type: 'string',
+      value: 'NAME',
+      description: 'Secret name',
+      default: DEFAULT_PLATFORM_KEY_SECRET,
+    },
+    kubeconfig: {
+      type: 'string',
+      value: 'FILE',
+      description: 'kubeconfig [KUBECONFIG] (default: in-cluster)',
+    },
+  },
+  settings: [
+    { name: 'POD_NAMESPACE', description: 'default for --namespace' },
+    { name: 'KUBECONFIG', description: 'kubeconfig file' },
+  ],
+  examples: ['apphost ensure-platform-key --namespace apphost-system'],
+};
+
 export async function runEnsurePlatformKeyCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
@@ -26,22 +50,12 @@ export async function runEnsurePlatformKeyCommand(
     err: (l) => process.stderr.write(`${l}\n`),
   },
 ): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      namespace: { type: 'string' },
-      secret: { type: 'string' },
-      kubeconfig: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    io.out(
-      'usage: apphost ensure-platform-key [--namespace NS ($POD_NAMESPACE)] [--secret apphost-platform-key] [--kubeconfig FILE]',
-    );
+  const parsed = parseCommand(ENSURE_PLATFORM_KEY_SPEC, argv);
+  if (parsed.help) {
+    io.out(helpText(ENSURE_PLATFORM_KEY_SPEC));
     return 0;
   }
+  const values = parsed.values as { namespace?: string; secret?: string; kubeconfig?: string };
   const namespace = values.namespace ?? env.POD_NAMESPACE;
   if (!namespace) throw new UsageError('--namespace is required (or POD_NAMESPACE)');
   const name = values.secret ?? DEFAULT_PLATFORM_KEY_SECRET;

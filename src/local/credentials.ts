@@ -28,6 +28,8 @@ export function banner(opts: {
   natsUrl: string;
   natsStarted: boolean;
   credentialsOut: string | undefined;
+  /** Where the CLI profile was written. */
+  profile?: { file: string; name: string };
   opsUrl: string;
 }): string {
   const { creds } = opts;
@@ -52,6 +54,13 @@ export function banner(opts: {
     '',
     `  curl -s -X POST "${creds.api_url}/v4/${creds.project_id}/${hello}/run" \\`,
     `    -H "Authorization: Bearer $RUN_TOKEN" -H 'Content-Type: application/json' -d '{"name": "you"}'`,
+    ...(opts.profile
+      ? [
+          '',
+          `  or with the CLI (profile '${opts.profile.name}' of ${opts.profile.file}):`,
+          `  apphost run ${hello} run --data '{"name": "you"}'     apphost logs ${hello} --follow     apphost runs list`,
+        ]
+      : []),
     '',
     '  Ctrl-C stops everything.',
     '',

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { DomainAssignment } from '../apis/v1alpha1/types.ts';
+import { saveProfile } from '../cli/config-file.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
 import type { ReadinessCheck } from '../shared/ops.ts';
@@ -275,6 +276,17 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       ),
     };
     if (opts.credentialsOut) writeCredentials(opts.credentialsOut, credentials);
+    try {
+      saveProfile(opts.configFile, opts.profile, {
+        base_url: credentials.base_url,
+        api_url: credentials.api_url,
+        project: credentials.project_id,
+        token: credentials.service_account_token,
+        run_token: credentials.run_token,
+      });
+    } catch (err) {
+      log.warn({ err: (err as Error).message, file: opts.configFile }, 'could not write the CLI profile');
+    }
     deps.print(
       banner({
         creds: credentials,
@@ -283,6 +295,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
         natsUrl,
         natsStarted,
         credentialsOut: opts.credentialsOut,
+        profile: { file: opts.configFile, name: opts.profile },
         opsUrl: `http://${host}:${platform.opsPort}`,
       }),
     );

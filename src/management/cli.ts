@@ -3,8 +3,7 @@
  *   apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]
  *   apphost rotate-run-token-keys [--namespace apphost-system] [--kubeconfig FILE]
  */
-import { parseArgs } from 'node:util';
-import { UsageError } from '../cli/commands.ts';
+import { type CommandSpec, helpText, parseCommand, UsageError } from '../cli/command.ts';
 import { ApiError } from '../shared/errors.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
 import { loadKubeConfig } from './main.ts';
@@ -39,29 +38,65 @@ function check<T>(
   return r.data;
 }
 
+const KUBE_FLAGS = {
+  kubeconfig: { type: 'string', value: 'FILE', description: 'kubeconfig [KUBECONFIG] (default: in-cluster)' },
+} as const;
+
+export const CREATE_SERVICE_ACCOUNT_SPEC: CommandSpec = {
+  name: 'create-service-account',
+  summary:
+    "Create a service account with your kubeconfig (the first one: no token exists yet) and print its token as JSON.\nWith a token, 'apphost tokens create' does the same through the API.",
+  flags: {
+    project: {
+      type: 'string',
+      value: 'ID',
+      description: 'the project (a namespace labelled apphost.dev/project)',
+    },
+    name: { type: 'string', value: 'NAME', description: 'DNS label of at most 52 characters' },
+    expires: { type: 'string', value: 'DATE', description: 'expiry: a date (2027-01-01) or RFC 3339 time' },
+    ...KUBE_FLAGS,
+  },
+  settings: [
+    { name: 'KUBECONFIG', description: 'kubeconfig file' },
+    { name: 'APPHOST_RUN_TOKEN_KEYS_NAMESPACE', description: 'namespace of the platform (apphost-system)' },
+  ],
+  examples: ['apphost create-service-account --project shop --name ci --expires 2027-01-01'],
+};
+
+export const ROTATE_RUN_TOKEN_KEYS_SPEC: CommandSpec = {
+  name: 'rotate-run-token-keys',
+  summary:
+    'Put a fresh run-token signing key in front of the key set; earlier tokens stay valid until they expire.\nPrints the key ids as JSON.',
+  flags: {
+    namespace: {
+      type: 'string',
+      value: 'NS',
+      description: 'namespace of the key Secret [APPHOST_RUN_TOKEN_KEYS_NAMESPACE]',
+      default: DEFAULT_KEYS_NAMESPACE,
+    },
+    ...KUBE_FLAGS,
+  },
+  settings: [
+    { name: 'KUBECONFIG', description: 'kubeconfig file' },
+    { name: 'APPHOST_RUN_TOKEN_KEYS_NAMESPACE', description: 'default for --namespace' },
+  ],
+  examples: ['apphost rotate-run-token-keys --namespace apphost-system'],
+};
+
+const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+
 /** Prints `{"project_id","name","expires_at","token"}` on stdout; returns the exit code. */
 export async function runCreateServiceAccountCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
   io: { out: Out; err: Out } = { out: stdout, err: stderr },
 ): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      project: { type: 'string' },
-      name: { type: 'string' },
-      expires: { type: 'string' },
-      kubeconfig: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    io.out(
-      'usage: apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]',
-    );
+  const parsed = parseCommand(CREATE_SERVICE_ACCOUNT_SPEC, argv);
+  if (parsed.help) {
+    io.out(helpText(CREATE_SERVICE_ACCOUNT_SPEC));
     return 0;
   }
+  const { values } = parsed;
   const project = check(projectIdSchema, values.project, 'project', 'required, a project id (DNS label)');
   const name = check(
     serviceAccountName,
@@ -75,7 +110,7 @@ export async function runCreateServiceAccountCommand(
     'expires',
     'required, a date (2027-01-01) or RFC 3339 date-time',
   );
-  const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);
+  const kc = loadKubeConfig(str(values.kubeconfig) ?? env.KUBECONFIG);
   const store = createKubeStore(kc, {
     keysNamespace: env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
   });
@@ -101,14 +136,15 @@ export async function runRotateRunTokenKeysCommand(
   env: NodeJS.ProcessEnv,
   io: { out: Out; err: Out } = { out: stdout, err: stderr },
 ): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { namespace: { type: 'string' }, kubeconfig: { type: 'string' } },
-    strict: true,
-  });
-  const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);
+  const parsed = parseCommand(ROTATE_RUN_TOKEN_KEYS_SPEC, argv);
+  if (parsed.help) {
+    io.out(helpText(ROTATE_RUN_TOKEN_KEYS_SPEC));
+    return 0;
+  }
+  const { values } = parsed;
+  const kc = loadKubeConfig(str(values.kubeconfig) ?? env.KUBECONFIG);
   const store = createKubeStore(kc, {
-    keysNamespace: values.namespace ?? env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
+    keysNamespace: str(values.namespace) ?? env.APPHOST_RUN_TOKEN_KEYS_NAMESPACE ?? DEFAULT_KEYS_NAMESPACE,
   });
   const set = await store.rotateRunTokenKeys();
   io.out(JSON.stringify({ kids: set.keys.map((k) => k.kid) }));

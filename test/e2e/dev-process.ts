@@ -88,7 +88,12 @@ export async function startDevProcess(opts: {
   credentialsFile: string;
   env?: NodeJS.ProcessEnv;
 }): Promise<DevProcess> {
-  const env = { ...process.env, ...opts.env };
+  // The CLI profile `apphost dev` writes goes next to its state, never into the user's ~/.config.
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    APPHOST_CONFIG: join(opts.stateDir, 'cli-config.json'),
+    ...opts.env,
+  };
   if (!opts.env?.NATS_URL) delete env.NATS_URL;
   const child = spawn(
     process.execPath,
