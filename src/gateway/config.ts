@@ -1,6 +1,7 @@
 /** The gateway process's environment, parsed once in main.ts (names and defaults: docs/gateway.md). */
 import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
+import { parseReplicasSetting } from '../shared/jetstream-replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
 
@@ -16,6 +17,17 @@ const W = DEFAULT_RUN_WORKER_SETTINGS;
 
 export const GatewayEnv = z.object({
   NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  APPHOST_NATS_REPLICAS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      try {
+        return parseReplicasSetting(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    }),
   APPHOST_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   APPHOST_OPS_PORT: int(9090),
   APPHOST_GATEWAY_PORT: int(8080),

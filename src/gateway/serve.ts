@@ -12,8 +12,10 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
+import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
+import { natsServers } from '../shared/nats-url.ts';
 import { type OpsServer, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -64,7 +66,7 @@ export async function serveGateway(opts: {
   reload.unref();
 
   const nc = await connect({
-    servers: env.NATS_URL,
+    servers: natsServers(env.NATS_URL),
     name: 'apphost-gateway',
     maxReconnectAttempts: -1,
     timeout: NATS_CONNECT_TIMEOUT_MS,
@@ -77,8 +79,9 @@ export async function serveGateway(opts: {
     }
   })();
   const jsm = await jetstreamManager(nc);
-  await ensureRunsInfrastructure(jsm, new Kvm(nc));
-  await ensureWebhooksStream(jsm);
+  const replicas = resolveReplicas(env.APPHOST_NATS_REPLICAS, nc);
+  await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
+  await ensureWebhooksStream(jsm, replicas);
 
   const secretBox = createSecretBox(env.APPHOST_PLATFORM_KEY);
   const gateway = createGateway({
@@ -101,6 +104,7 @@ export async function serveGateway(opts: {
         log: log.child({ component: 'run-worker' }),
         registry,
         settings: runWorkerSettings(env),
+        replicas,
       })
     : undefined;
   await worker?.start();

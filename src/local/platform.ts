@@ -15,7 +15,9 @@ import { createMemoryStore } from '../management/store/memory.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker } from '../runs/worker.ts';
+import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
+import { natsServers } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type RunTokenVerifier } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -41,7 +43,7 @@ function close(server: Server): Promise<void> {
 export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatform> {
   const { opts, log, registry } = deps;
   const nc = await connect({
-    servers: deps.natsUrl,
+    servers: natsServers(deps.natsUrl),
     name: 'apphost-dev',
     maxReconnectAttempts: -1,
     timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS,
@@ -55,9 +57,11 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
   })();
   try {
     const jsm = await jetstreamManager(nc, { timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS });
-    const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
-    await ensureWebhooksStream(jsm);
-    const deliveriesKv = await openDeliveriesBucket(jsm);
+    // A private nats-server keeps one copy; an external cluster (NATS_URL) gets min(3, its size).
+    const replicas = resolveReplicas('auto', nc);
+    const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
+    await ensureWebhooksStream(jsm, replicas);
+    const deliveriesKv = await openDeliveriesBucket(jsm, replicas);
     const runStore = createRunStore(runsKv, nc);
     const secretBox = createSecretBox(deps.platformKey);
 
@@ -88,6 +92,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       log: log.child({ component: 'run-worker' }),
       registry,
       settings: DEFAULT_RUN_WORKER_SETTINGS,
+      replicas,
     });
     const dispatcher = createWebhookDispatcher({
       nc,

@@ -10,8 +10,10 @@ import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
+import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
+import { natsServers } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createDeliveryStore } from '../webhooks/deliveries.ts';
@@ -30,6 +32,7 @@ export const ManagementEnv = z.object({
   APPHOST_OPS_PORT: int(9090),
   APPHOST_LOG_LEVEL: z.string().default('info'),
   NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  APPHOST_NATS_REPLICAS: z.string().optional(),
   KUBECONFIG: z.string().optional(),
   APPHOST_RUN_TOKEN_KEYS_NAMESPACE: z.string().min(1).default('apphost-system'),
   APPHOST_MANAGEMENT_MAX_BODY_BYTES: int(DEFAULT_SETTINGS.maxBodyBytes, 1),
@@ -69,16 +72,17 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   );
 
   const nc = await connect({
-    servers: cfg.NATS_URL,
+    servers: natsServers(cfg.NATS_URL),
     name: 'apphost-management',
     timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000,
     maxReconnectAttempts: -1,
   });
   const jsm = await jetstreamManager(nc);
-  const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
+  const replicas = resolveReplicas(parseReplicasSetting(cfg.APPHOST_NATS_REPLICAS), nc);
+  const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
   const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
   const deliveries = withDeadline(
-    createDeliveryStore(await openDeliveriesBucket(jsm)),
+    createDeliveryStore(await openDeliveriesBucket(jsm, replicas)),
     backendMs,
     'the delivery store',
   );

@@ -5,6 +5,7 @@
 import { type JetStreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { KV, Kvm } from '@nats-io/kv';
 import { RUNS_BUCKET, RUNS_STREAM } from '../shared/contracts/messaging.ts';
+import { ensureStreamReplicas, type Replicas, SINGLE_REPLICA } from '../shared/jetstream-replicas.ts';
 
 /** Window in which a re-published RunJob with the same `Nats-Msg-Id` (request id) is dropped. */
 export const RUNS_DUPLICATE_WINDOW_MS = 5 * 60_000;
@@ -15,8 +16,9 @@ export const RUNS_MAX_MSG_BYTES = 8 * 1024 * 1024;
 
 const nanos = (ms: number) => ms * 1_000_000;
 
-export async function ensureRunsStream(jsm: JetStreamManager): Promise<void> {
+export async function ensureRunsStream(jsm: JetStreamManager, replicas = SINGLE_REPLICA): Promise<void> {
   const wanted = {
+    num_replicas: replicas.count,
     subjects: ['apphost.runs.>'],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
@@ -45,20 +47,35 @@ export async function ensureRunsStream(jsm: JetStreamManager): Promise<void> {
       });
     }
   }
+  await ensureStreamReplicas(jsm, RUNS_STREAM, replicas);
 }
 
-export async function ensureRunsBucket(kvm: Kvm): Promise<KV> {
-  return kvm.create(RUNS_BUCKET, {
+export async function ensureRunsBucket(
+  kvm: Kvm,
+  jsm: JetStreamManager,
+  replicas = SINGLE_REPLICA,
+): Promise<KV> {
+  const kv = await kvm.create(RUNS_BUCKET, {
     history: 1,
     ttl: RUN_RECORD_RETENTION_MS,
     storage: StorageType.File,
+    replicas: replicas.count,
   });
+  await ensureStreamReplicas(jsm, `KV_${RUNS_BUCKET}`, replicas);
+  return kv;
 }
 
-/** The RUNS stream and the run-record bucket; returns the bucket. */
-export async function ensureRunsInfrastructure(jsm: JetStreamManager, kvm: Kvm): Promise<KV> {
-  await ensureRunsStream(jsm);
-  return ensureRunsBucket(kvm);
+/**
+ * The RUNS stream and the run-record bucket, with `replicas` (see jetstream-replicas.ts; one copy when
+ * not given); returns the bucket.
+ */
+export async function ensureRunsInfrastructure(
+  jsm: JetStreamManager,
+  kvm: Kvm,
+  replicas: Replicas = SINGLE_REPLICA,
+): Promise<KV> {
+  await ensureRunsStream(jsm, replicas);
+  return ensureRunsBucket(kvm, jsm, replicas);
 }
 
 function isStreamNotFound(err: unknown): boolean {

@@ -18,6 +18,7 @@ import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/messaging.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError } from '../shared/errors.ts';
+import type { Replicas } from '../shared/jetstream-replicas.ts';
 import type { Logger } from '../shared/log.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
@@ -37,6 +38,8 @@ export interface RunWorkerDeps {
   clock?: Clock;
   settings: RunWorkerSettings;
   dispatcher?: Dispatcher;
+  /** Replicas of RUNS and the run-record bucket (see jetstream-replicas.ts); one when not given. */
+  replicas?: Replicas;
 }
 
 export interface RunWorker {
@@ -314,7 +317,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   return {
     async start() {
       const jsm = await jetstreamManager(nc);
-      const kv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
+      const kv = await ensureRunsInfrastructure(jsm, new Kvm(nc), deps.replicas);
       store = createRunStore(kv, nc, now);
       const config = {
         durable_name: settings.consumerName,

@@ -6,7 +6,9 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
+import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { createLogger } from '../shared/log.ts';
+import { natsServers } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
@@ -19,6 +21,8 @@ const EnvSchema = z.object({
   APPHOST_LOG_LEVEL: z.string().default('info'),
   APPHOST_OPS_PORT: z.coerce.number().int().min(0).max(65_535).default(9090),
   APPHOST_PLATFORM_KEY: z.string().min(16, 'APPHOST_PLATFORM_KEY must be at least 16 characters'),
+  /** `auto` (min(3, NATS cluster size)) or 1..5: copies of WEBHOOKS and the deliveries bucket. */
+  APPHOST_NATS_REPLICAS: z.string().optional(),
   /** Bound on start-up: connecting to NATS and creating the stream. */
   APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(30_000),
   /** Bound on SIGTERM: in-flight attempts get this long to finish (then JetStream redelivers them). */
@@ -32,7 +36,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const registry = new Registry();
 
   const nc = await connect({
-    servers: e.NATS_URL,
+    servers: natsServers(e.NATS_URL),
     name: 'apphost-webhooks',
     maxReconnectAttempts: -1,
     timeout: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
@@ -45,7 +49,8 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     }
   })();
   const jsm = await jetstreamManager(nc, { timeout: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS });
-  await ensureWebhooksStream(jsm);
+  const replicas = resolveReplicas(parseReplicasSetting(e.APPHOST_NATS_REPLICAS), nc);
+  await ensureWebhooksStream(jsm, replicas);
 
   const dispatcher = createWebhookDispatcher({
     nc,
@@ -53,7 +58,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     log,
     registry,
     settings,
-    deliveriesKv: await openDeliveriesBucket(jsm),
+    deliveriesKv: await openDeliveriesBucket(jsm, replicas),
   });
   await dispatcher.start();
   const ops = await startOpsServer({

@@ -12,6 +12,7 @@ import {
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { WEBHOOK_DELIVERIES_BUCKET, WEBHOOKS_STREAM } from '../shared/contracts/messaging.ts';
+import { ensureStreamReplicas, type Replicas, SINGLE_REPLICA } from '../shared/jetstream-replicas.ts';
 
 export const WEBHOOKS_SUBJECTS = 'apphost.webhooks.>';
 /** The durable pull consumer shared by all dispatcher replicas. */
@@ -34,11 +35,18 @@ function alreadyExists(err: unknown): boolean {
   return err instanceof Error && /already in use|already exists/i.test(err.message);
 }
 
-/** Creates the WEBHOOKS stream, its durable consumer and the deliveries bucket if they are missing. */
-export async function ensureWebhooksStream(jsm: JetStreamManager): Promise<void> {
+/**
+ * Creates the WEBHOOKS stream, its durable consumer and the deliveries bucket if they are missing, and
+ * brings the stream and bucket to `replicas` (the consumer follows its stream's).
+ */
+export async function ensureWebhooksStream(
+  jsm: JetStreamManager,
+  replicas: Replicas = SINGLE_REPLICA,
+): Promise<void> {
   try {
     await jsm.streams.add({
       name: WEBHOOKS_STREAM,
+      num_replicas: replicas.count,
       subjects: [WEBHOOKS_SUBJECTS],
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
@@ -63,14 +71,21 @@ export async function ensureWebhooksStream(jsm: JetStreamManager): Promise<void>
   } catch (err) {
     if (!alreadyExists(err)) throw err;
   }
-  await openDeliveriesBucket(jsm);
+  await ensureStreamReplicas(jsm, WEBHOOKS_STREAM, replicas);
+  await openDeliveriesBucket(jsm, replicas);
 }
 
-/** Opens (creating if needed) the `WEBHOOK_DELIVERIES_BUCKET` KV. */
-export async function openDeliveriesBucket(jsm: JetStreamManager): Promise<KV> {
-  return new Kvm(jsm.jetstream()).create(WEBHOOK_DELIVERIES_BUCKET, {
+/** Opens (creating if needed, with `replicas`) the `WEBHOOK_DELIVERIES_BUCKET` KV. */
+export async function openDeliveriesBucket(
+  jsm: JetStreamManager,
+  replicas: Replicas = SINGLE_REPLICA,
+): Promise<KV> {
+  const kv = await new Kvm(jsm.jetstream()).create(WEBHOOK_DELIVERIES_BUCKET, {
     history: 1,
     ttl: WEBHOOK_DELIVERIES_TTL_MS,
     storage: StorageType.File,
+    replicas: replicas.count,
   });
+  await ensureStreamReplicas(jsm, `KV_${WEBHOOK_DELIVERIES_BUCKET}`, replicas);
+  return kv;
 }

@@ -1,0 +1,72 @@
+/**
+ * Streams and buckets on a real 3-node JetStream cluster: created with min(3, cluster size) replicas,
+ * an R1 stream from before (a single-server install, or an older version) is raised to R3 in place
+ * with its data, and an explicit setting can lower it again.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureRunsInfrastructure } from '../../../src/runs/infrastructure.ts';
+import { RUNS_BUCKET, RUNS_STREAM, WEBHOOKS_STREAM } from '../../../src/shared/contracts/messaging.ts';
+import { clusterSize, resolveReplicas } from '../../../src/shared/jetstream-replicas.ts';
+import { natsServers } from '../../../src/shared/nats-url.ts';
+import { ensureWebhooksStream } from '../../../src/webhooks/stream.ts';
+import { type NatsCluster, startNatsCluster } from '../../harness/nats-cluster.ts';
+import { startWatchdog, type Watchdog } from '../../harness/watchdog.ts';
+
+let dog: Watchdog;
+let cluster: NatsCluster;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'apphost-replicas-'));
+  dog = startWatchdog(join(dir, 'pids'));
+  cluster = await startNatsCluster({ dir: join(dir, 'cluster'), onPid: (n, pid) => dog.track(n, pid) });
+  nc = await connect({ servers: natsServers(cluster.url) });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await cluster?.stop();
+  dog?.stop();
+});
+
+const replicasOf = async (stream: string) =>
+  (await (await jetstreamManager(nc)).streams.info(stream)).config.num_replicas;
+
+describe('replicas on a 3-node cluster', () => {
+  it('sees the cluster through NATS_URL with several servers', () => {
+    expect(clusterSize(nc)).toBe(3);
+    expect(resolveReplicas('auto', nc)).toEqual({ count: 3, lower: false });
+  });
+
+  it('raises an R1 stream and bucket from before to R3 with their data, and lowers only when told', async () => {
+    const jsm = await jetstreamManager(nc);
+    // As an older version (or a single-server install) left them: one copy.
+    const kv = await ensureRunsInfrastructure(jsm, new Kvm(nc));
+    await ensureWebhooksStream(jsm);
+    expect(await replicasOf(RUNS_STREAM)).toBe(1);
+    await jetstream(nc).publish('apphost.runs.p.a', 'queued-before-upgrade', { msgID: 'r1' });
+    await kv.put('p.a.r1', 'record-before-upgrade');
+
+    const auto = resolveReplicas('auto', nc);
+    await ensureRunsInfrastructure(jsm, new Kvm(nc), auto);
+    await ensureWebhooksStream(jsm, auto);
+    for (const s of [RUNS_STREAM, `KV_${RUNS_BUCKET}`, WEBHOOKS_STREAM, 'KV_apphost_webhook_deliveries'])
+      expect(await replicasOf(s), s).toBe(3);
+    expect((await jsm.streams.info(RUNS_STREAM)).state.messages).toBe(1);
+    expect((await (await new Kvm(nc).open(RUNS_BUCKET)).get('p.a.r1'))?.string()).toBe(
+      'record-before-upgrade',
+    );
+
+    // The default never lowers; an explicit setting does.
+    await ensureRunsInfrastructure(jsm, new Kvm(nc), { count: 1, lower: false });
+    expect(await replicasOf(RUNS_STREAM)).toBe(3);
+    await ensureRunsInfrastructure(jsm, new Kvm(nc), resolveReplicas(2, nc));
+    expect(await replicasOf(RUNS_STREAM)).toBe(2);
+  });
+});
