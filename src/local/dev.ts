@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
-import type { DomainAssignment } from '../apis/v1alpha1/types.ts';
+import type { AppSpec, DomainAssignment } from '../apis/v1alpha1/types.ts';
 import { saveProfile } from '../cli/config-file.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
@@ -36,7 +36,7 @@ export const LOCAL_SERVICE_ACCOUNT = 'local-dev';
 
 /** The management store operations local mode needs (the memory store provides them). */
 export interface LocalStore {
-  addApp(projectId: string, appName: string): void;
+  addApp(projectId: string, appName: string, spec?: AppSpec): void;
   createDomain(projectId: string, d: { domainId: string; hostname: string }): Promise<unknown>;
   assignDomain(projectId: string, domainId: string, appName: string): Promise<unknown>;
   listDomains(projectId: string): Promise<Array<{ hostname: string; appName: string | undefined }>>;
@@ -199,7 +199,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       registry: deps.registry,
     });
     cleanups.push({ name: 'platform', run: () => platform.stop() });
-    for (const app of folder.apps) platform.store.addApp(opts.projectId, app.name);
+    for (const app of folder.apps) platform.store.addApp(opts.projectId, app.name, app.manifest.spec);
     await seedDomains(platform.store, opts.projectId, folder.domains);
 
     const supervise = (name: string) =>
@@ -244,12 +244,13 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       }
       if (!apps.has(name)) {
         await register(app);
-        platform.store.addApp(opts.projectId, name);
+        platform.store.addApp(opts.projectId, name, app.manifest.spec);
         supervise(name);
         log.info({ app: name }, 'new app found; started it');
         return;
       }
       apps.set(name, app);
+      platform.store.addApp(opts.projectId, name, app.manifest.spec);
       const ep = endpoints.get(name)!;
       ep.gracePeriodSeconds = app.gracePeriodSeconds;
       ep.readinessPath = readinessPath(app);

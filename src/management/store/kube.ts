@@ -8,6 +8,7 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@ku
 import {
   API_VERSION,
   APP_PLURAL,
+  type App,
   DOMAIN_ASSIGNMENT_PLURAL,
   type DomainAssignment,
   GROUP,
@@ -18,7 +19,7 @@ import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { generateSigningKey, type KeySet, rotate } from '../../shared/run-tokens.ts';
 import { reuseKubeConnections } from './kube-connection.ts';
 import { isKubeConflict, isKubeNotFound, mapKubeError } from './kube-errors.ts';
-import type { Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
+import type { AppRecord, Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
 
 export const SERVICE_ACCOUNT_LABEL = 'apphost.dev/service-account';
 export const SERVICE_ACCOUNT_NAME_LABEL = 'apphost.dev/service-account-name';
@@ -79,11 +80,33 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
     return ns;
   }
 
-  const toDomain = (da: DomainAssignment): Domain => ({
-    domainId: da.metadata.name,
-    hostname: da.spec.hostname,
-    appName: da.spec.appName ? da.spec.appName : undefined,
-    createdAt: da.metadata.creationTimestamp ?? new Date(0).toISOString(),
+  const toDomain = (da: DomainAssignment): Domain => {
+    const ready = da.status?.conditions?.find((c) => c.type === 'Ready');
+    return {
+      domainId: da.metadata.name,
+      hostname: da.spec.hostname,
+      appName: da.spec.appName ? da.spec.appName : undefined,
+      createdAt: da.metadata.creationTimestamp ?? new Date(0).toISOString(),
+      // A condition about an older generation says nothing about this spec yet.
+      status:
+        ready && ready.observedGeneration === da.metadata.generation
+          ? {
+              status: ready.status,
+              ...(ready.reason ? { reason: ready.reason } : {}),
+              ...(ready.message ? { message: ready.message } : {}),
+            }
+          : {
+              status: 'Unknown',
+              reason: 'Pending',
+              message: 'the operator has not acted on the latest change yet',
+            },
+    };
+  };
+  const toApp = (app: App): AppRecord => ({
+    name: app.metadata.name,
+    spec: app.spec,
+    ...(app.status ? { status: app.status } : {}),
+    ...(app.metadata.creationTimestamp ? { createdAt: app.metadata.creationTimestamp } : {}),
   });
 
   async function readDomain(namespace: string, domainId: string): Promise<DomainAssignment | undefined> {
@@ -206,6 +229,22 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
       } catch (err) {
         if (isKubeNotFound(err)) return false;
         throw mapKubeError(err, `app ${appName}`);
+      }
+    },
+    async listApps(projectId) {
+      const namespace = await mustNamespace(projectId);
+      try {
+        const list = (await custom.listNamespacedCustomObject({
+          ...crd,
+          namespace,
+          plural: APP_PLURAL,
+        })) as { items: App[] };
+        return list.items
+          .filter((a) => !a.metadata.deletionTimestamp)
+          .map(toApp)
+          .sort((a, b) => a.name.localeCompare(b.name));
+      } catch (err) {
+        throw mapKubeError(err, 'apps');
       }
     },
 
@@ -358,6 +397,28 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
       } catch (err) {
         if (isKubeNotFound(err)) return false;
         throw mapKubeError(err, `service account ${name}`);
+      }
+    },
+    async rotateServiceAccount(projectId, name, next) {
+      const namespace = await namespaceOf(projectId);
+      if (!namespace) return undefined;
+      for (let attempt = 1; ; attempt++) {
+        const s = await readAccountSecret(namespace, name);
+        if (!s?.metadata) return undefined;
+        s.metadata.annotations = { ...s.metadata.annotations, [ANNOTATION.expiresAt]: next.expiresAt };
+        s.data = { ...s.data, [HASH_KEY]: Buffer.from(next.secretHash).toString('base64') };
+        try {
+          const a = toAccount(
+            await core.replaceNamespacedSecret({ namespace, name: secretName(name), body: s }),
+          );
+          if (!a) throw new Error('rotated service account secret does not read back');
+          return publicAccount(a);
+        } catch (err) {
+          if (isKubeNotFound(err)) return undefined;
+          // A concurrent last-used write bumped the resourceVersion: read again and retry.
+          if (isKubeConflict(err) && attempt < WRITE_ATTEMPTS) continue;
+          throw mapKubeError(err, `service account ${name}`);
+        }
       }
     },
     async touchServiceAccount(projectId, name, at) {

@@ -4,19 +4,28 @@
  */
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import type { AppSpec } from '../../apis/v1alpha1/types.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { generateSigningKey, type KeySet, rotate } from '../../shared/run-tokens.ts';
-import type { Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
+import type {
+  AppRecord,
+  Domain,
+  ManagementStore,
+  ReadySummary,
+  ServiceAccount,
+  StoredServiceAccount,
+} from './types.ts';
 
 export interface MemoryStore extends ManagementStore {
   addProject(projectId: string): void;
-  addApp(projectId: string, appName: string): void;
+  /** Adds or replaces an app (its spec defaults to the cortex runtime). */
+  addApp(projectId: string, appName: string, spec?: AppSpec): void;
   removeApp(projectId: string, appName: string): void;
   removeProject(projectId: string): void;
 }
 
 interface Project {
-  apps: Set<string>;
+  apps: Map<string, AppRecord>;
   domains: Map<string, Domain>;
   accounts: Map<string, StoredServiceAccount>;
 }
@@ -40,6 +49,13 @@ export function createMemoryStore(
     return p;
   };
   const publicAccount = ({ secretHash: _h, ...a }: StoredServiceAccount): ServiceAccount => ({ ...a });
+  // No operator in local mode: the local resolver routes an assigned hostname at once.
+  const withStatus = (d: Domain): Domain => {
+    const status: ReadySummary = d.appName
+      ? { status: 'True', reason: 'Routed', message: `routes to app ${d.appName}` }
+      : { status: 'False', reason: 'Unassigned', message: 'not assigned to an app' };
+    return { ...d, status };
+  };
 
   async function loadKeys(): Promise<KeySet> {
     if (keys) return keys;
@@ -69,11 +85,17 @@ export function createMemoryStore(
   const store: MemoryStore = {
     addProject(projectId) {
       if (!projects.has(projectId))
-        projects.set(projectId, { apps: new Set(), domains: new Map(), accounts: new Map() });
+        projects.set(projectId, { apps: new Map(), domains: new Map(), accounts: new Map() });
     },
-    addApp(projectId, appName) {
+    addApp(projectId, appName, spec = { runtime: 'cortex' }) {
       store.addProject(projectId);
-      projects.get(projectId)?.apps.add(appName);
+      const p = projects.get(projectId);
+      if (!p) return;
+      p.apps.set(appName, {
+        name: appName,
+        spec: structuredClone(spec),
+        createdAt: p.apps.get(appName)?.createdAt ?? now().toISOString(),
+      });
     },
     removeApp(projectId, appName) {
       projects.get(projectId)?.apps.delete(appName);
@@ -88,15 +110,20 @@ export function createMemoryStore(
     async appExists(projectId, appName) {
       return project(projectId)?.apps.has(appName) ?? false;
     },
+    async listApps(projectId) {
+      return [...mustProject(projectId).apps.values()]
+        .map((a) => structuredClone(a))
+        .sort((a, b) => a.name.localeCompare(b.name));
+    },
 
     async listDomains(projectId) {
       return [...mustProject(projectId).domains.values()]
-        .map((d) => ({ ...d }))
+        .map(withStatus)
         .sort((a, b) => a.domainId.localeCompare(b.domainId));
     },
     async getDomain(projectId, domainId) {
       const d = project(projectId)?.domains.get(domainId);
-      return d ? { ...d } : undefined;
+      return d ? withStatus(d) : undefined;
     },
     async createDomain(projectId, { domainId, hostname }) {
       const p = mustProject(projectId);
@@ -110,19 +137,19 @@ export function createMemoryStore(
       }
       const domain: Domain = { domainId, hostname, appName: undefined, createdAt: now().toISOString() };
       p.domains.set(domainId, domain);
-      return { ...domain };
+      return withStatus(domain);
     },
     async assignDomain(projectId, domainId, appName) {
       const d = project(projectId)?.domains.get(domainId);
       if (!d) return undefined;
       d.appName = appName;
-      return { ...d };
+      return withStatus(d);
     },
     async unassignDomain(projectId, domainId) {
       const d = project(projectId)?.domains.get(domainId);
       if (!d) return undefined;
       d.appName = undefined;
-      return { ...d };
+      return withStatus(d);
     },
     async deleteDomain(projectId, domainId) {
       return project(projectId)?.domains.delete(domainId) ?? false;
@@ -146,6 +173,13 @@ export function createMemoryStore(
     },
     async revokeServiceAccount(projectId, name) {
       return project(projectId)?.accounts.delete(name) ?? false;
+    },
+    async rotateServiceAccount(projectId, name, next) {
+      const a = project(projectId)?.accounts.get(name);
+      if (!a) return undefined;
+      a.secretHash = next.secretHash;
+      a.expiresAt = next.expiresAt;
+      return publicAccount(a);
     },
     async touchServiceAccount(projectId, name, at) {
       const a = project(projectId)?.accounts.get(name);

@@ -5,7 +5,15 @@
  * Failures a caller can act on are thrown as ApiError (NotFound / Conflict / Unprocessable);
  * "not there" on reads is `undefined` or `false`, never an exception.
  */
+import type { AppSpec, AppStatus } from '../../apis/v1alpha1/types.ts';
 import type { KeySet } from '../../shared/run-tokens.ts';
+
+/** The summary of a Ready condition, as the operator wrote it (absent where nothing reports one). */
+export interface ReadySummary {
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+}
 
 export interface Domain {
   /** The DomainAssignment's name. */
@@ -14,6 +22,16 @@ export interface Domain {
   /** The app the domain routes to; undefined when unassigned. */
   appName: string | undefined;
   createdAt: string;
+  /** Routing status: the DomainAssignment's Ready condition (local mode routes at once). */
+  status?: ReadySummary;
+}
+
+/** An app as stored: its spec (configuration) and what the operator last reported about it. */
+export interface AppRecord {
+  name: string;
+  spec: AppSpec;
+  status?: AppStatus;
+  createdAt?: string;
 }
 
 export interface ServiceAccount {
@@ -32,6 +50,8 @@ export interface StoredServiceAccount extends ServiceAccount {
 export interface ManagementStore {
   projectExists(projectId: string): Promise<boolean>;
   appExists(projectId: string, appName: string): Promise<boolean>;
+  /** The project's apps sorted by name; NotFound for an unknown project. */
+  listApps(projectId: string): Promise<AppRecord[]>;
 
   listDomains(projectId: string): Promise<Domain[]>;
   getDomain(projectId: string, domainId: string): Promise<Domain | undefined>;
@@ -50,6 +70,15 @@ export interface ManagementStore {
   getServiceAccount(projectId: string, name: string): Promise<StoredServiceAccount | undefined>;
   /** Deletes the account (its token stops working); false when there was none. */
   revokeServiceAccount(projectId: string, name: string): Promise<boolean>;
+  /**
+   * Gives an existing account a new token secret (and expiry): the previous token is refused from
+   * then on. undefined when there is no such account.
+   */
+  rotateServiceAccount(
+    projectId: string,
+    name: string,
+    next: { secretHash: string; expiresAt: string },
+  ): Promise<ServiceAccount | undefined>;
   /** Records a use; best effort (a missing account is ignored). */
   touchServiceAccount(projectId: string, name: string, at: Date): Promise<void>;
 

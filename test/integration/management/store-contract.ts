@@ -47,6 +47,11 @@ export function storeContract(name: string, env: () => ContractEnv): void {
       expect(await store.appExists(projectId, 'no-such-app')).toBe(false);
       expect(await store.appExists(otherProjectId, appName)).toBe(false);
       expect(await store.appExists('no-such-project-x', appName)).toBe(false);
+      const apps = await store.listApps(projectId);
+      expect(apps.map((a) => a.name)).toEqual([appName]);
+      expect(apps[0]?.spec.runtime).toBe('cortex');
+      expect(await store.listApps(otherProjectId)).toEqual([]);
+      await rejects(store.listApps('no-such-project-x'), 404);
     });
 
     it('creates, assigns, unassigns (idempotently) and deletes a domain', async () => {
@@ -61,6 +66,8 @@ export function storeContract(name: string, env: () => ContractEnv): void {
 
       const assigned = await store.assignDomain(projectId, 'shop', appName);
       expect(assigned?.appName).toBe(appName);
+      // Routing status comes from the operator in a cluster; without one yet it is never "True".
+      expect(['True', 'Unknown']).toContain(assigned?.status?.status);
       expect(await rawAssignedApp(projectId, 'shop')).toBe(appName);
       expect((await store.getDomain(projectId, 'shop'))?.appName).toBe(appName);
 
@@ -136,6 +143,22 @@ export function storeContract(name: string, env: () => ContractEnv): void {
       await store.touchServiceAccount(projectId, 'ci', new Date('2026-06-01T12:00:00Z'));
       expect((await store.getServiceAccount(projectId, 'ci'))?.lastUsedAt).toBe('2026-06-01T12:00:00.000Z');
       await store.touchServiceAccount(projectId, 'nobody', new Date());
+
+      // Rotation: a new secret and expiry for the same account; other projects are untouched.
+      const rotated = await store.rotateServiceAccount(projectId, 'ci', {
+        secretHash: 'cd'.repeat(32),
+        expiresAt: '2098-01-01T00:00:00.000Z',
+      });
+      expect(rotated).toMatchObject({ name: 'ci', expiresAt: '2098-01-01T00:00:00.000Z' });
+      expect(JSON.stringify(rotated)).not.toContain('cd'.repeat(32));
+      expect((await store.getServiceAccount(projectId, 'ci'))?.secretHash).toBe('cd'.repeat(32));
+      expect(
+        await store.rotateServiceAccount(otherProjectId, 'ci', {
+          secretHash: 'ef'.repeat(32),
+          expiresAt: '2098-01-01',
+        }),
+      ).toBeUndefined();
+      expect(await store.getServiceAccount(otherProjectId, 'ci')).toBeUndefined();
 
       expect(await store.revokeServiceAccount(projectId, 'ci')).toBe(true);
       expect(await store.getServiceAccount(projectId, 'ci')).toBeUndefined();
