@@ -7,6 +7,8 @@ import { createServer, type Server } from 'node:http';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
+import { dashboardSettings } from '../dashboard/mount.ts';
+import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
 import { createGateway } from '../gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
 import { createManagementApi } from '../management/app.ts';
@@ -25,6 +27,7 @@ import { createDeliveryStore } from '../webhooks/deliveries.ts';
 import { createWebhookDispatcher } from '../webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../webhooks/settings.ts';
 import { ensureWebhooksStream, openDeliveriesBucket } from '../webhooks/stream.ts';
+import { urlHost } from './credentials.ts';
 import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from './dev.ts';
 
 /** Bound on connecting to NATS and creating streams and buckets at start. */
@@ -102,12 +105,19 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       settings: { ...DEFAULT_WEBHOOK_SETTINGS, allowCidrs: LOCAL_WEBHOOK_ALLOW_CIDRS },
       deliveriesKv,
     });
+    const settings = dashboardSettings();
+    const sessionsKv = await openSessionsBucket(new Kvm(nc), settings.sessionMaxSeconds * 1000);
     const management = createManagementApi({
       store,
       runs: runStore,
       deliveries: createDeliveryStore(deliveriesKv),
       log: log.child({ component: 'management' }),
       registry,
+      dashboard: {
+        sessions: createKvSessionStore(sessionsKv),
+        settings,
+        apiUrl: () => `http://${urlHost(opts.host)}:${platform.apiPort}`,
+      },
     });
     const apiServer = createServer(gateway.callback());
     const managementServer = createServer(management.callback());

@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { Router } from '@koa/router';
 import Koa from 'koa';
 import { Counter, Histogram, type Registry } from 'prom-client';
+import { createDashboard } from '../dashboard/dashboard.ts';
+import type { DashboardMount } from '../dashboard/mount.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { ApiError, ErrorCode, toApiError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
@@ -27,6 +29,8 @@ export interface ManagementApiDeps {
   registry: Registry;
   clock?: Clock;
   settings?: Partial<ManagementSettings>;
+  /** The browser dashboard at /dashboard (and `/` redirecting there); not served when absent. */
+  dashboard?: DashboardMount;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -130,6 +134,7 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
       'request',
     );
   });
+  if (deps.dashboard) app.use(createDashboard({ ...handlerDeps, log: deps.log, ...deps.dashboard }));
   app.use(router.routes());
   app.use(
     router.allowedMethods({

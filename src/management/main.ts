@@ -9,6 +9,8 @@ import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
+import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
+import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
@@ -45,6 +47,8 @@ export const ManagementEnv = z.object({
   APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS: int(2),
   APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS: int(10, 1),
   APPHOST_MANAGEMENT_SHUTDOWN_SECONDS: int(15, 1),
+  APPHOST_DASHBOARD_API_URL: z.url().optional(),
+  APPHOST_DASHBOARD_SESSION_SECONDS: int(DEFAULT_DASHBOARD_SETTINGS.sessionMaxSeconds, 60),
 });
 export type ManagementEnv = z.infer<typeof ManagementEnv>;
 
@@ -87,6 +91,17 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     'the delivery store',
   );
 
+  const dashboard = {
+    ...DEFAULT_DASHBOARD_SETTINGS,
+    sessionMaxSeconds: cfg.APPHOST_DASHBOARD_SESSION_SECONDS,
+    apiUrl: cfg.APPHOST_DASHBOARD_API_URL?.replace(/\/+$/, ''),
+  };
+  const sessions = withDeadline(
+    createKvSessionStore(await openSessionsBucket(new Kvm(nc), dashboard.sessionMaxSeconds * 1000)),
+    backendMs,
+    'the session store',
+  );
+
   const app = createManagementApi({
     store,
     runs,
@@ -101,6 +116,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       maxServiceAccountDays: cfg.APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS,
       runTokenKeyActivationSeconds: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS,
     },
+    dashboard: { sessions, settings: dashboard, apiUrl: () => dashboard.apiUrl },
   });
   // Make sure the run-token key Secret exists (first start generates it) before serving.
   await store.getRunTokenKeys();

@@ -15,6 +15,18 @@ export interface CreatedServiceAccount {
 
 const DAY_MS = 86_400_000;
 
+/** A service account's expiry: a valid date in the future, at most `maxDays` ahead when given. */
+function checkExpiry(expiresAt: Date, now: Date, maxDays: number | undefined): void {
+  if (Number.isNaN(expiresAt.getTime()))
+    throw new ApiError(ErrorCode.InvalidBody, 'expires_at is not a valid date');
+  if (expiresAt.getTime() <= now.getTime())
+    throw new ApiError(ErrorCode.Unprocessable, 'expires_at must be in the future');
+  if (maxDays !== undefined && expiresAt.getTime() - now.getTime() > maxDays * DAY_MS)
+    throw new ApiError(ErrorCode.Unprocessable, `expires_at may be at most ${maxDays} days ahead`, {
+      details: { maxDays },
+    });
+}
+
 /**
  * The bootstrap path too (CLI `apphost create-service-account`): no caller token needed. `maxDays`
  * caps the lifetime (the API and the CLI pass APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS).
@@ -27,14 +39,7 @@ export async function createServiceAccount(
   now: Date = new Date(),
   opts: { maxDays?: number } = {},
 ): Promise<CreatedServiceAccount> {
-  if (Number.isNaN(expiresAt.getTime()))
-    throw new ApiError(ErrorCode.InvalidBody, 'expires_at is not a valid date');
-  if (expiresAt.getTime() <= now.getTime())
-    throw new ApiError(ErrorCode.Unprocessable, 'expires_at must be in the future');
-  if (opts.maxDays !== undefined && expiresAt.getTime() - now.getTime() > opts.maxDays * DAY_MS)
-    throw new ApiError(ErrorCode.Unprocessable, `expires_at may be at most ${opts.maxDays} days ahead`, {
-      details: { maxDays: opts.maxDays },
-    });
+  checkExpiry(expiresAt, now, opts.maxDays);
   if (!(await store.projectExists(projectId)))
     throw new ApiError(ErrorCode.NotFound, `project ${projectId} not found`);
   const secret = newTokenSecret();
@@ -45,6 +50,30 @@ export async function createServiceAccount(
     createdAt: now.toISOString(),
     lastUsedAt: undefined,
   });
+  return { account, token: formatToken(projectId, name, secret) };
+}
+
+/**
+ * A new token for an existing account (and a new expiry): the previous token is refused from the next
+ * request on this replica (`auth.forget`), and within the auth cache bound on others. 404 when absent.
+ */
+export async function rotateServiceAccount(
+  store: ManagementStore,
+  auth: Authenticator,
+  projectId: string,
+  name: string,
+  expiresAt: Date,
+  now: Date = new Date(),
+  opts: { maxDays?: number } = {},
+): Promise<CreatedServiceAccount> {
+  checkExpiry(expiresAt, now, opts.maxDays);
+  const secret = newTokenSecret();
+  const account = await store.rotateServiceAccount(projectId, name, {
+    secretHash: hashSecret(secret),
+    expiresAt: expiresAt.toISOString(),
+  });
+  if (!account) throw new ApiError(ErrorCode.NotFound, `service account ${name} not found`);
+  auth.forget(projectId, name);
   return { account, token: formatToken(projectId, name, secret) };
 }
 

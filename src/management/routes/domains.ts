@@ -3,6 +3,7 @@ import type { Router, RouterContext } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { readJsonBody } from '../body.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
+import { assignDomainToApp } from '../domains.ts';
 import { presentDomain } from '../present.ts';
 import { assignDomainBody, createDomainBody, parseOrThrow, resourceName } from '../validation.ts';
 
@@ -58,14 +59,7 @@ export function registerDomainRoutes(router: Router, deps: HandlerDeps): void {
       (await readJsonBody(ctx, deps.settings.maxBodyBytes)) ?? {},
       'body',
     );
-    if (!(await store.getDomain(projectId, id))) throw notFound(id);
-    if (!(await store.appExists(projectId, body.app_name)))
-      throw new ApiError(
-        ErrorCode.Unprocessable,
-        `app ${body.app_name} does not exist in project ${projectId}`,
-      );
-    const d = await store.assignDomain(projectId, id, body.app_name);
-    if (!d) throw notFound(id);
+    const d = await assignDomainToApp(store, projectId, id, body.app_name);
     ctx.body = presentDomain(d);
   });
 

@@ -1,0 +1,126 @@
+/** What every dashboard page handler gets, and the per-request guards (session, CSRF). */
+import type { RouterContext } from '@koa/router';
+import type { Context } from 'koa';
+import type { DeliveryReader, RunReader } from '../management/readers.ts';
+import type { Authenticator } from '../management/service-accounts.ts';
+import type { ManagementStore } from '../management/store/types.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import type { Renderer } from './render.ts';
+import type { Session, SessionStore } from './sessions.ts';
+import type { DashboardSettings } from './settings.ts';
+import {
+  BASE,
+  CSRF_FIELD,
+  clearCookie,
+  FormError,
+  readCookie,
+  readForm,
+  SESSION_COOKIE,
+  sameSecret,
+} from './web.ts';
+
+/** Live figures not every install reports yet (scaling, deploy): a seam, absent until they land. */
+export interface AppLiveness {
+  get(
+    projectId: string,
+    appName: string,
+  ): Promise<{ inFlight?: number; desiredReplicas?: number; version?: string }>;
+}
+
+/** A live log tail (a seam: apphost has no log API yet). */
+export interface LogSource {
+  /** The URL (same origin) of an SSE stream of the app's log lines, or undefined when there is none. */
+  url(projectId: string, appName: string): string | undefined;
+}
+
+export interface DashboardDeps {
+  store: ManagementStore;
+  runs: RunReader;
+  deliveries: DeliveryReader;
+  auth: Authenticator;
+  sessions: SessionStore;
+  clock: Clock;
+  log: Logger;
+  settings: DashboardSettings;
+  /** The public {api_url}, when known (for app URLs and curl lines). */
+  apiUrl: () => string | undefined;
+  liveness?: AppLiveness;
+  logs?: LogSource;
+}
+
+export interface PageDeps extends DashboardDeps {
+  render: Renderer;
+}
+
+/** Why a sign-in page is shown instead of the page asked for. */
+export const ENDED = {
+  none: 'Sign in to continue.',
+  expired: 'Your session has ended: the token expired or the session reached its time limit. Sign in again.',
+  revoked: 'Your session has ended: its token was revoked or rotated. Sign in with a valid token.',
+  'signed-out': 'You are signed out.',
+} as const;
+export type Ended = keyof typeof ENDED;
+
+function toSignIn(ctx: Context, why: Ended): void {
+  const to = `${BASE}/sign-in${why === 'none' ? '' : `?ended=${why}`}`;
+  if (ctx.get('hx-request') === 'true') {
+    // htmx follows redirects inside fetch and would swap the sign-in page into a fragment.
+    ctx.status = 200;
+    ctx.set('hx-redirect', to);
+    ctx.body = '';
+    return;
+  }
+  ctx.redirect(to);
+  ctx.status = 303;
+}
+
+/**
+ * The caller's session, re-checked against the service account on every request (no cache), so a
+ * revoked, rotated or expired token ends its sessions at once on every replica. Redirects to sign-in
+ * and returns undefined otherwise.
+ */
+export async function requireSession(ctx: RouterContext, deps: DashboardDeps): Promise<Session | undefined> {
+  const cookie = readCookie(ctx, SESSION_COOKIE);
+  const session = cookie ? await deps.sessions.get(cookie) : undefined;
+  if (!cookie || !session) {
+    if (cookie) clearCookie(ctx, SESSION_COOKIE);
+    toSignIn(ctx, 'none');
+    return undefined;
+  }
+  const now = deps.clock.now();
+  const end = async (why: Ended) => {
+    await deps.sessions.end(cookie);
+    clearCookie(ctx, SESSION_COOKIE);
+    toSignIn(ctx, why);
+    return undefined;
+  };
+  if (!(now < Date.parse(session.expiresAt))) return end('expired');
+  const account = await deps.store.getServiceAccount(session.projectId, session.serviceAccount);
+  if (!account || !sameSecret(account.secretHash, session.tokenHash)) return end('revoked');
+  if (!(now < Date.parse(account.expiresAt))) return end('expired');
+  ctx.state.principal = { projectId: session.projectId, serviceAccount: session.serviceAccount };
+  return session;
+}
+
+/** The posted form, after its CSRF token was checked (403 otherwise). */
+export async function readCheckedForm(
+  ctx: RouterContext,
+  deps: DashboardDeps,
+  session: Session,
+): Promise<Record<string, string>> {
+  const form = await readForm(ctx, deps.settings.maxFormBytes);
+  if (!sameSecret(form[CSRF_FIELD], session.csrf))
+    throw new FormError(
+      403,
+      'The form was missing its security token or it did not match. Reload the page and try again.',
+    );
+  return form;
+}
+
+/** A same-site path to go back to after a form (never an absolute URL from the form). */
+export function backPath(value: string | undefined, fallback: string): string {
+  return value && /^\/dashboard(\/[A-Za-z0-9._~\-/]*)?(\?[A-Za-z0-9._~\-=&%]*)?$/.test(value)
+    ? value
+    : fallback;
+}

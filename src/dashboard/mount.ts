@@ -1,0 +1,17 @@
+/** What the management API passes to mount the dashboard, beyond its own handler dependencies. */
+import type { AppLiveness, LogSource } from './context.ts';
+import type { SessionStore } from './sessions.ts';
+import { type DashboardSettings, DEFAULT_DASHBOARD_SETTINGS } from './settings.ts';
+
+export interface DashboardMount {
+  sessions: SessionStore;
+  settings: DashboardSettings;
+  /** The public {api_url}, when known. */
+  apiUrl: () => string | undefined;
+  liveness?: AppLiveness;
+  logs?: LogSource;
+}
+
+export function dashboardSettings(over: Partial<DashboardSettings> = {}): DashboardSettings {
+  return { ...DEFAULT_DASHBOARD_SETTINGS, ...over };
+}

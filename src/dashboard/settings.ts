@@ -1,0 +1,24 @@
+/** The dashboard's bounds and display settings (env names and defaults in docs/dashboard.md). */
+export interface DashboardSettings {
+  /** Longest a sign-in lasts; a session also ends when its token expires, whichever comes first. */
+  sessionMaxSeconds: number;
+  /** Public URL of the run endpoint ({api_url}), for app URLs and curl lines; unknown when unset. */
+  apiUrl: string | undefined;
+  /** Largest form body accepted; larger → 413. */
+  maxFormBytes: number;
+  /** Runs shown per page (all apps merged, newest first). */
+  runsPageSize: number;
+  /** A run's result is shown up to this many bytes of formatted JSON. */
+  maxResultBytes: number;
+  /** How often a page with unfinished runs refreshes its run table. */
+  refreshSeconds: number;
+}
+
+export const DEFAULT_DASHBOARD_SETTINGS: DashboardSettings = {
+  sessionMaxSeconds: 12 * 3600,
+  apiUrl: undefined,
+  maxFormBytes: 16 * 1024,
+  runsPageSize: 50,
+  maxResultBytes: 16 * 1024,
+  refreshSeconds: 1,
+};
