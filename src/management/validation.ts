@@ -22,7 +22,7 @@ export const resourceName = z
 export const serviceAccountName = z
   .string()
   .min(1)
-  .max(52)
+  .max(52, 'must be at most 52 characters')
   .regex(DNS_LABEL, 'must be a DNS label (lowercase letters, digits, -) of at most 52 characters');
 export const runId = z
   .string()
