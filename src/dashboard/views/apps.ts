@@ -10,18 +10,18 @@ export const APPS = `<hgroup>
 </div>
 <% } else { %>
 <div class="table-wrap">
-<table>
+<table class="stack">
   <caption class="muted">Apps, by name</caption>
   <thead><tr><th scope="col">App</th><th scope="col">Runtime</th><th scope="col">Replicas ready / desired</th><th scope="col">In flight</th><th scope="col">Version</th><th scope="col">URL</th></tr></thead>
   <tbody>
 <% for (const a of it.apps) { %>
     <tr data-app="<%= a.name %>">
       <th scope="row"><a href="/dashboard/apps/<%= a.name %>"><%= a.name %></a></th>
-      <td><%= a.runtime %></td>
-      <td><%= a.replicas %></td>
-      <td><%= a.inFlight %></td>
-      <td><%= a.version %></td>
-      <td><code class="curl"><%= a.url %></code></td>
+      <td data-label="Runtime"><%= a.runtime %></td>
+      <td data-label="Replicas ready / desired"><%= a.replicas %></td>
+      <td data-label="In flight"><%= a.inFlight %></td>
+      <td data-label="Version"><%= a.version %></td>
+      <td data-label="URL"><code class="curl"><%= a.url %></code></td>
     </tr>
 <% } %>
   </tbody>

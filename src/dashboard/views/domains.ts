@@ -9,15 +9,15 @@ export const DOMAINS = `<hgroup>
 </div>
 <% } else { %>
 <div class="table-wrap">
-<table>
+<table class="stack">
   <caption class="muted">Domains, by id</caption>
   <thead><tr><th scope="col">Hostname</th><th scope="col">App</th><th scope="col">Status</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
   <tbody>
 <% for (const d of it.domains) { %>
     <tr data-domain="<%= d.domainId %>">
       <th scope="row"><%= d.hostname %><br><small class="muted">id <%= d.domainId %></small></th>
-      <td><%= d.appName || '—' %></td>
-      <td><span class="state state-<%= d.status.status %>"><%= d.status.reason %></span><br><small class="muted"><%= d.status.message %></small></td>
+      <td data-label="App"><%= d.appName || '—' %></td>
+      <td data-label="Status"><span class="state state-<%= d.status.status %>"><%= d.status.reason %></span><br><small class="muted"><%= d.status.message %></small></td>
       <td><div class="actions">
         <form method="get" action="/dashboard/domains/<%= d.domainId %>/assign" class="inline-form">
           <label for="assign-<%= d.domainId %>" class="visually-hidden">App for <%= d.hostname %></label>

@@ -10,17 +10,17 @@ export const KEYS = `<hgroup>
 </div>
 <% } else { %>
 <div class="table-wrap">
-<table>
+<table class="stack">
   <caption class="muted">Keys, by name</caption>
   <thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Created</th><th scope="col">Expires</th><th scope="col">Last used</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
   <tbody>
 <% for (const a of it.accounts) { %>
     <tr data-key="<%= a.name %>">
       <th scope="row"><%= a.name %><% if (a.current) { %> <small class="muted">(this session)</small><% } %></th>
-      <td><span class="state state-<%= a.stateClass %>"><%= a.state %></span></td>
-      <td><time datetime="<%= a.createdAt %>"><%= a.created %></time></td>
-      <td><time datetime="<%= a.expiresAt %>"><%= a.expires %></time></td>
-      <td><% if (a.lastUsedAt) { %><time datetime="<%= a.lastUsedAt %>"><%= a.lastUsed %></time><% } else { %><span class="muted">never</span><% } %></td>
+      <td data-label="State"><span class="state state-<%= a.stateClass %>"><%= a.state %></span></td>
+      <td data-label="Created"><time datetime="<%= a.createdAt %>"><%= a.created %></time></td>
+      <td data-label="Expires"><time datetime="<%= a.expiresAt %>"><%= a.expires %></time></td>
+      <td data-label="Last used"><% if (a.lastUsedAt) { %><time datetime="<%= a.lastUsedAt %>"><%= a.lastUsed %></time><% } else { %><span class="muted">never</span><% } %></td>
       <td><div class="actions">
         <a role="button" class="secondary outline" href="/dashboard/keys/<%= a.name %>/rotate">Rotate<span class="visually-hidden"> <%= a.name %></span></a>
         <a role="button" class="secondary" href="/dashboard/keys/<%= a.name %>/revoke">Revoke<span class="visually-hidden"> <%= a.name %></span></a>

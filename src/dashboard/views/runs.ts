@@ -9,7 +9,7 @@ export const RUNS_TABLE = `<div id="runs-table" class="table-wrap"<% if (it.live
 <% } %>
 </div>
 <% } else { %>
-<table>
+<table class="stack">
   <caption class="muted"><%= it.caption %></caption>
   <thead><tr>
     <th scope="col">Run</th><th scope="col">App</th><th scope="col">Mode</th><th scope="col">State</th>
@@ -19,11 +19,11 @@ export const RUNS_TABLE = `<div id="runs-table" class="table-wrap"<% if (it.live
 <% for (const r of it.runs) { %>
     <tr data-run="<%= r.runId %>" data-state="<%= r.state %>">
       <th scope="row"><a href="<%= r.href %>"><code><%= r.shortId %></code></a><br><small class="muted"><%= r.path %></small></th>
-      <td><%= r.appName %></td>
-      <td><span class="mode"><%= r.mode %></span></td>
-      <td><span class="state state-<%= r.state %>"><%= r.state %></span><% if (r.cancelRequested && !r.terminal) { %><br><small>cancelling…</small><% } %></td>
-      <td><small><time datetime="<%= r.createdAt %>"><%= r.created %></time><br><%= r.timing %></small></td>
-      <td>
+      <td data-label="App"><%= r.appName %></td>
+      <td data-label="Mode"><span class="mode"><%= r.mode %></span></td>
+      <td data-label="State"><span class="state state-<%= r.state %>"><%= r.state %></span><% if (r.cancelRequested && !r.terminal) { %><br><small>cancelling…</small><% } %></td>
+      <td data-label="Queued"><small><time datetime="<%= r.createdAt %>"><%= r.created %></time><br><%= r.timing %></small></td>
+      <td data-label="Webhook">
 <% if (r.webhook) { %>
         <small><%= r.webhook.host %><% if (r.webhook.state) { %> · <span class="state state-<%= r.webhook.state %>"><%= r.webhook.state %></span><% } %></small>
 <% if (r.webhook.attempts.length > 0) { %>
@@ -35,7 +35,7 @@ export const RUNS_TABLE = `<div id="runs-table" class="table-wrap"<% if (it.live
 <% } %>
 <% } else { %><span class="muted">none</span><% } %>
       </td>
-      <td>
+      <td data-label="Result">
 <% if (r.result) { %>
         <details><summary>JSON<% if (r.result.truncated) { %> (first <%= r.result.shownBytes %> bytes)<% } %></summary><pre class="result"><code><%= r.result.text %></code></pre></details>
 <% } else if (r.error) { %>
@@ -104,7 +104,7 @@ export const RUN = `<hgroup>
   <h1>Run <code><%= it.run.runId %></code></h1>
   <p>App <a href="/dashboard/apps/<%= it.run.appName %>"><%= it.run.appName %></a>, path <code><%= it.run.path %></code></p>
 </hgroup>
-<div id="run-detail"<% if (!it.run.terminal) { %> hx-get="<%= it.refreshUrl %>" hx-trigger="every <%= it.refreshSeconds %>s" hx-select="#run-detail" hx-swap="outerHTML"<% } %>>
+<div id="run-detail"<% if (!it.run.terminal || it.run.awaitingWebhook) { %> hx-get="<%= it.refreshUrl %>" hx-trigger="every <%= it.refreshSeconds %>s" hx-select="#run-detail" hx-swap="outerHTML"<% } %>>
 <dl class="grid-dl">
   <dt>Mode</dt><dd><span class="mode"><%= it.run.mode %></span></dd>
   <dt>State</dt><dd><span class="state state-<%= it.run.state %>"><%= it.run.state %></span><% if (it.run.cancelRequested && !it.run.terminal) { %> (cancelling…)<% } %></dd>
