@@ -43,6 +43,8 @@ export interface DashboardDeps {
   clock: Clock;
   log: Logger;
   settings: DashboardSettings;
+  /** Longest service-account lifetime (the management API's APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS). */
+  maxServiceAccountDays: number;
   /** The public {api_url}, when known (for app URLs and curl lines). */
   apiUrl: () => string | undefined;
   liveness?: AppLiveness;

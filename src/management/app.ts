@@ -134,7 +134,15 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
       'request',
     );
   });
-  if (deps.dashboard) app.use(createDashboard({ ...handlerDeps, log: deps.log, ...deps.dashboard }));
+  if (deps.dashboard)
+    app.use(
+      createDashboard({
+        ...handlerDeps,
+        log: deps.log,
+        maxServiceAccountDays: settings.maxServiceAccountDays,
+        ...deps.dashboard,
+      }),
+    );
   app.use(router.routes());
   app.use(
     router.allowedMethods({

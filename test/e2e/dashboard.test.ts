@@ -128,7 +128,7 @@ describe('dashboard in Chromium (e2e)', () => {
     expect(await page.textContent('#name-error')).toMatch(/DNS label/);
     expect(await page.inputValue('#name')).toBe('CI key');
     await page.fill('#name', 'ci-e2e');
-    await page.fill('#expires_at', '2099-01-01');
+    await page.fill('#expires_at', new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10));
     await page.click('form[action="/dashboard/keys"] button[type=submit]');
     await page.waitForSelector('#new-token');
     const token = ((await page.textContent('#new-token')) ?? '').trim();

@@ -19,6 +19,14 @@ const NOTICES: Record<string, (name: string) => string> = {
   revoked: (n) => `Key ${n} is revoked: its token is refused from now on.`,
 };
 
+/** The service-account rules' refusal of an expiry, in the form's words. */
+function expiryMessage(err: ApiError): string {
+  const days = err.details?.maxDays;
+  return typeof days === 'number'
+    ? `The key may live at most ${days} days: choose an earlier date.`
+    : 'The expiry date must be in the future.';
+}
+
 export function registerKeyPages(router: Router, deps: PageDeps): void {
   const { store, render } = deps;
   const now = () => deps.clock.now();
@@ -53,6 +61,7 @@ export function registerKeyPages(router: Router, deps: PageDeps): void {
         form: { name: '', expires_at: '', ...opts.form },
         errors: opts.errors ?? {},
         minDate: tomorrow(t),
+        maxDate: new Date(t + deps.maxServiceAccountDays * 86_400_000).toISOString().slice(0, 10),
       },
       ...(opts.notice ? { notice: opts.notice } : {}),
       ...(opts.status ? { status: opts.status } : {}),
@@ -107,6 +116,7 @@ export function registerKeyPages(router: Router, deps: PageDeps): void {
         checked.value.name,
         toDate(checked.value.expires_at),
         new Date(now()),
+        { maxDays: deps.maxServiceAccountDays },
       );
       tokenPage(ctx, session, 'Key created', account.name, account.expiresAt, token);
     } catch (err) {
@@ -114,7 +124,7 @@ export function registerKeyPages(router: Router, deps: PageDeps): void {
       const errors: FieldErrors =
         err.status === 409
           ? { name: `A key named ${checked.value.name} already exists: choose another name.` }
-          : { expires_at: 'The expiry date must be in the future.' };
+          : { expires_at: expiryMessage(err) };
       return listPage(ctx, session, { form: shown, errors, status: err.status });
     }
   });
@@ -219,6 +229,7 @@ export function registerKeyPages(router: Router, deps: PageDeps): void {
         name,
         toDate(checked.value.expires_at),
         new Date(now()),
+        { maxDays: deps.maxServiceAccountDays },
       );
       await deps.sessions.endAll(session.projectId, name);
       tokenPage(ctx, session, 'Key rotated', account.name, account.expiresAt, token);
@@ -226,7 +237,7 @@ export function registerKeyPages(router: Router, deps: PageDeps): void {
       if (err instanceof ApiError && err.status === 422)
         return confirmPage(ctx, session, 'rotate', name, {
           value,
-          error: 'The expiry date must be in the future.',
+          error: expiryMessage(err),
           status: 422,
         });
       throw err;

@@ -47,7 +47,7 @@ export const KEYS = `<hgroup>
       </div>
       <div>
         <label for="expires_at">Expires on</label>
-        <input id="expires_at" name="expires_at" type="date" value="<%= it.form.expires_at %>" min="<%= it.minDate %>" required
+        <input id="expires_at" name="expires_at" type="date" value="<%= it.form.expires_at %>" min="<%= it.minDate %>" max="<%= it.maxDate %>" required
           aria-describedby="expires-help<% if (it.errors.expires_at) { %> expires_at-error<% } %>"<% if (it.errors.expires_at) { %> aria-invalid="true"<% } %>>
         <small id="expires-help">The token stops working at 00:00 UTC that day.</small>
 <% if (it.errors.expires_at) { %>

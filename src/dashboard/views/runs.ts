@@ -135,11 +135,11 @@ export const RUN = `<hgroup>
 <% if (it.run.webhook.attempts.length === 0) { %>
 <p class="muted">No delivery attempt yet: the result is forwarded when the run finishes.</p>
 <% } else { %>
-<div class="table-wrap"><table>
+<div class="table-wrap"><table class="stack">
   <thead><tr><th scope="col">Attempt</th><th scope="col">Time</th><th scope="col">Outcome</th><th scope="col">Status</th><th scope="col">Took</th></tr></thead>
   <tbody>
 <% for (const a of it.run.webhook.attempts) { %>
-    <tr><td>#<%= a.attempt %></td><td><time datetime="<%= a.at %>"><%= a.time %></time></td><td><%= a.outcome %><% if (a.error) { %>: <%= a.error %><% } %></td><td><%= a.status %></td><td><%= a.took %></td></tr>
+    <tr><td data-label="Attempt">#<%= a.attempt %></td><td data-label="Time"><time datetime="<%= a.at %>"><%= a.time %></time></td><td data-label="Outcome"><%= a.outcome %><% if (a.error) { %>: <%= a.error %><% } %></td><td data-label="Status"><%= a.status %></td><td data-label="Took"><%= a.took %></td></tr>
 <% } %>
   </tbody>
 </table></div>

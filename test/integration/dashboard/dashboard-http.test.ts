@@ -10,7 +10,9 @@ import type { RunRecord } from '../../../src/shared/contracts/messaging.ts';
 import { memoryDeliveries, memoryRuns } from '../management/fixtures.ts';
 import { Browser, type DashboardServer, startDashboard } from './server.ts';
 
-const FAR = new Date('2099-01-01T00:00:00Z');
+const FAR = new Date(Date.now() + 300 * 86_400_000);
+/** A valid expiry date for the forms (within the 366-day cap). */
+const SOON = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
 
 describe('dashboard over HTTP', () => {
   let store: MemoryStore;
@@ -176,13 +178,14 @@ describe('dashboard over HTTP', () => {
   });
 
   it.each([
-    [{ name: '', expires_at: '2090-01-01' }, 'name', /Give the key a name/],
-    [{ name: 'Bad_Name', expires_at: '2090-01-01' }, 'name', /DNS label/],
-    [{ name: 'x'.repeat(53), expires_at: '2090-01-01' }, 'name', /at most 52/],
+    [{ name: '', expires_at: SOON }, 'name', /Give the key a name/],
+    [{ name: 'Bad_Name', expires_at: SOON }, 'name', /DNS label/],
+    [{ name: 'x'.repeat(53), expires_at: SOON }, 'name', /at most 52/],
     [{ name: 'ok', expires_at: '' }, 'expires_at', /Choose the date/],
     [{ name: 'ok', expires_at: 'next week' }, 'expires_at', /RFC 3339 date-time or a date/],
     [{ name: 'ok', expires_at: '2020-01-01' }, 'expires_at', /must be in the future/],
-    [{ name: 'admin', expires_at: '2090-01-01' }, 'name', /already exists/],
+    [{ name: 'ok', expires_at: '2090-01-01' }, 'expires_at', /at most 366 days/],
+    [{ name: 'admin', expires_at: SOON }, 'name', /already exists/],
   ])('refuses the key form %j with a message next to %s', async (form, field, message) => {
     const b = await signedIn();
     const page = await b.get('/dashboard/keys');
@@ -222,13 +225,13 @@ describe('dashboard over HTTP', () => {
     expect(bad.status).toBe(422);
     expect(/id="expires_at-error" class="field-error">([^<]*)</.exec(bad.text)?.[1]).toMatch(/future/);
     const before = (await store.getServiceAccount('proj', 'rot'))?.secretHash;
-    const ok = await b.post('/dashboard/keys/rot/rotate', { _csrf: csrf, expires_at: '2095-06-01' });
+    const ok = await b.post('/dashboard/keys/rot/rotate', { _csrf: csrf, expires_at: SOON });
     expect(ok.status).toBe(201);
     expect(ok.headers.get('cache-control')).toBe('no-store');
     const newToken = /<code id="new-token">([^<]+)<\/code>/.exec(ok.text)?.[1] ?? '';
     expect(newToken).toMatch(/^ahsa_proj_rot_[0-9a-f]{64}$/);
     expect((await store.getServiceAccount('proj', 'rot'))?.secretHash).not.toBe(before);
-    expect((await store.getServiceAccount('proj', 'rot'))?.expiresAt).toBe('2095-06-01T00:00:00.000Z');
+    expect((await store.getServiceAccount('proj', 'rot'))?.expiresAt).toBe(`${SOON}T00:00:00.000Z`);
     // The new token signs in; the token is never in a log line.
     await signedIn(newToken);
     expect(server.logLines.join('')).not.toContain(newToken.slice(-64));
@@ -243,7 +246,7 @@ describe('dashboard over HTTP', () => {
       ['/dashboard/domains/theirs/assign', { app: 'hello' }],
       ['/dashboard/domains/shop/assign', { app: 'secret-app' }],
       ['/dashboard/keys/ci/revoke', {}],
-      ['/dashboard/keys/ci/rotate', { expires_at: '2090-01-01' }],
+      ['/dashboard/keys/ci/rotate', { expires_at: SOON }],
     ] as const;
     for (const [path, form] of attempts) {
       const r = await b.post(path, { ...form, _csrf: csrf, project_id: 'other' });
