@@ -12,7 +12,8 @@ const NOT_REPORTED = '—';
 async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
   const live = (await deps.liveness?.get(projectId, a.name)) ?? {};
   const ready = a.status?.readyReplicas;
-  const desired = live.desiredReplicas;
+  // The autoscaler writes desiredReplicas and observedConcurrency into the App's status (cluster mode).
+  const desired = live.desiredReplicas ?? a.status?.desiredReplicas;
   const readyCondition = a.status?.conditions?.find((c) => c.type === 'Ready');
   const apiUrl = deps.apiUrl() ?? '{api_url}';
   const url = `${apiUrl}/v4/${projectId}/${a.name}`;
@@ -20,7 +21,7 @@ async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
     name: a.name,
     runtime: a.spec.runtime,
     replicas: `${ready ?? NOT_REPORTED} / ${desired ?? NOT_REPORTED}`,
-    inFlight: live.inFlight ?? NOT_REPORTED,
+    inFlight: live.inFlight ?? a.status?.observedConcurrency ?? NOT_REPORTED,
     version: live.version ?? NOT_REPORTED,
     url,
     curl: `curl -X POST "${url}/run" -H "Authorization: Bearer $RUN_TOKEN" -H 'Content-Type: application/json' -d '{}'`,
