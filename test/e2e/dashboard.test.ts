@@ -164,7 +164,7 @@ describe('dashboard in Chromium (e2e)', () => {
     await page.waitForSelector(row(long, 'running'), { timeout: UI_TIMEOUT_MS });
     const hooked = await runAsync(
       `&webhookEndpoint=${encodeURIComponent(receiverUrl)}`,
-      { seconds: 1, label: 'hooked' },
+      { seconds: 3, label: 'hooked' },
       { 'x-webhook-secret': 'e2e-secret' },
     );
     // The page refreshes itself (htmx): the new run appears, waiting behind the long one.
@@ -174,9 +174,20 @@ describe('dashboard in Chromium (e2e)', () => {
 
     await page.click(`tr[data-run="${long}"] button[type=submit]`);
     await page.waitForURL(dash('/runs?app=slow'));
+    // Every state the page shows for the waiting run from now on is noted in the page itself, so none
+    // is missed between two looks of ours.
+    await page.evaluate(`(() => {
+      const now = () => document.querySelector('tr[data-run="${hooked}"]')?.getAttribute('data-state');
+      window.seenStates = [now()];
+      new MutationObserver(() => {
+        const state = now();
+        if (state && window.seenStates[window.seenStates.length - 1] !== state) window.seenStates.push(state);
+      }).observe(document.body, { subtree: true, childList: true, attributes: true });
+    })()`);
     await page.waitForSelector(row(long, 'cancelled'), { timeout: UI_TIMEOUT_MS });
-    await page.waitForSelector(row(hooked, 'running'), { timeout: UI_TIMEOUT_MS });
     await page.waitForSelector(row(hooked, 'success'), { timeout: UI_TIMEOUT_MS });
+    const seen = (await page.evaluate('window.seenStates')) as string[];
+    expect(seen.slice(seen.indexOf('running'))).toEqual(['running', 'success']);
     await page.waitForFunction(
       `document.querySelector('tr[data-run="${hooked}"] .attempts')?.textContent.includes('#1 200')`,
       undefined,
