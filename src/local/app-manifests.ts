@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { stringify as toToml } from 'smol-toml';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
-import { ScalingSchema } from '../apis/v1alpha1/scaling.ts';
 import {
   APP_CONFIG_FILE,
   type AppConfig,
@@ -17,6 +16,7 @@ import {
   parseAppConfig,
 } from '../apis/v1alpha1/app-config.ts';
 import { appFromConfig, configFromApp } from '../apis/v1alpha1/app-config-mapping.ts';
+import { ScalingSchema } from '../apis/v1alpha1/scaling.ts';
 import {
   API_VERSION,
   type App,

@@ -60,6 +60,8 @@ describe.skipIf(!haveKube)('apphost create-service-account + apphost management 
     expect((usage as { code: number }).code).toBe(2);
     expect((usage as { stderr: string }).stderr).toContain('--project');
 
+    // Within the service-account lifetime cap (APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS, 366 by default).
+    const expires = new Date(Date.now() + 300 * 86_400_000).toISOString().slice(0, 10);
     const created = await run(
       process.execPath,
       [
@@ -70,14 +72,14 @@ describe.skipIf(!haveKube)('apphost create-service-account + apphost management 
         '--name',
         'ci',
         '--expires',
-        '2099-01-01',
+        expires,
         '--kubeconfig',
         inject('kubeconfigPath'),
       ],
       { env, timeout: 60_000 },
     );
     const out = JSON.parse(created.stdout) as { token: string; name: string; expires_at: string };
-    expect(out).toMatchObject({ name: 'ci', expires_at: '2099-01-01T00:00:00.000Z' });
+    expect(out).toMatchObject({ name: 'ci', expires_at: `${expires}T00:00:00.000Z` });
     expect(created.stderr).not.toContain(out.token);
 
     const [port, opsPort] = await Promise.all([freePort(), freePort()]);
