@@ -49,6 +49,8 @@ export class ArchiveError extends Error {
 /** One file or symlink to pack; `path` is relative with `/` separators. */
 export type PackEntry =
   | { path: string; type: 'file'; source: string; size: number; executable: boolean }
+  /** A file given by its content rather than read from disk. */
+  | { path: string; type: 'file'; content: Buffer; size: number; executable: boolean }
   | { path: string; type: 'symlink'; linkname: string };
 
 export interface Packed {
@@ -121,6 +123,10 @@ export async function packEntries(entries: readonly PackEntry[], limits: Archive
         mode: e.executable ? 0o755 : 0o644,
       };
       await new Promise<void>((resolve, reject) => {
+        if ('content' in e) {
+          pack.entry(header, e.content, (err) => (err ? reject(err) : resolve()));
+          return;
+        }
         const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
         // A file that changed size while packing fails the entry (tar-stream checks the length).
         createReadStream(e.source).on('error', reject).pipe(sink);

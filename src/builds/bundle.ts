@@ -92,30 +92,50 @@ const toPosix = (p: string) => p.split(sep).join('/');
  * folder nor a symlink.
  */
 export async function selectFiles(dir: string, config: AppConfig): Promise<PackEntry[]> {
-  const root = await realpath(resolve(dir));
   const filter = fileFilter(config);
-  const entries: PackEntry[] = [];
   const always = new Set([APP_CONFIG_FILE]);
   // The named requirements file must be there; the default one goes in whenever it exists.
   const req =
     config.app.dependencies?.requirements !== undefined ? requirementsFile(config, () => false) : undefined;
   always.add(req ?? DEFAULT_REQUIREMENTS_FILE);
+  const entries = await walkFolder(
+    dir,
+    (rel) => always.has(rel) || !filter.excluded(rel),
+    (rel) => always.has(rel) || filter.included(rel),
+  );
+  if (req && !entries.some((e) => e.path === req))
+    throw new BundleError(
+      BundleProblem.MissingFile,
+      `app.dependencies.requirements names ${req}, which is not in the folder`,
+      req,
+    );
+  return entries;
+}
 
+/**
+ * Every file and symlink under `dir` that `enter` (folders and files) and `take` (files and symlinks)
+ * accept, sorted, with relative `/` paths; symlinks must stay inside `dir`.
+ */
+export async function walkFolder(
+  dir: string,
+  enter: (rel: string) => boolean = () => true,
+  take: (rel: string) => boolean = () => true,
+): Promise<PackEntry[]> {
+  const root = await realpath(resolve(dir));
+  const entries: PackEntry[] = [];
   const walk = async (absDir: string): Promise<void> => {
     const list = await readdir(absDir, { withFileTypes: true });
     list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const d of list) {
       const abs = join(absDir, d.name);
       const rel = toPosix(relative(root, abs));
-      const forced = always.has(rel);
-      if (!forced && filter.excluded(rel)) continue;
+      if (!enter(rel)) continue;
       if (d.isDirectory()) {
         await walk(abs);
       } else if (d.isSymbolicLink()) {
-        if (!forced && !filter.included(rel)) continue;
-        entries.push(await symlinkEntry(root, abs, rel));
+        if (take(rel)) entries.push(await symlinkEntry(root, abs, rel));
       } else if (d.isFile()) {
-        if (!forced && !filter.included(rel)) continue;
+        if (!take(rel)) continue;
         const st = await stat(abs);
         entries.push({
           path: rel,
@@ -130,12 +150,6 @@ export async function selectFiles(dir: string, config: AppConfig): Promise<PackE
     }
   };
   await walk(root);
-  if (req && !entries.some((e) => e.path === req))
-    throw new BundleError(
-      BundleProblem.MissingFile,
-      `app.dependencies.requirements names ${req}, which is not in the folder`,
-      req,
-    );
   return entries;
 }
 
@@ -160,14 +174,22 @@ export interface PackedBundle extends Packed {
   paths: string[];
 }
 
-/** Packs an app folder (whose apphost.toml is `config`) into a bundle, within the limits. */
+/**
+ * Packs an app folder (whose apphost.toml is `config`) into a bundle, within the limits. `configText`
+ * is bundled as apphost.toml when the folder has none (an older folder with only app.yaml).
+ */
 export async function packBundle(
   dir: string,
   config: AppConfig,
   limits: ArchiveLimits,
+  configText?: string,
 ): Promise<PackedBundle> {
   try {
     const entries = await selectFiles(dir, config);
+    if (configText !== undefined && !entries.some((e) => e.path === APP_CONFIG_FILE)) {
+      const content = Buffer.from(configText);
+      entries.push({ path: APP_CONFIG_FILE, type: 'file', content, size: content.length, executable: false });
+    }
     const packed = await packEntries(entries, limits);
     return { ...packed, paths: entries.map((e) => e.path) };
   } catch (err) {

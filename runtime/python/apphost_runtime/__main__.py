@@ -1,4 +1,4 @@
-"""``python -m apphost_runtime --app-dir DIR --port N [--host H] [--grace-seconds S] [--max-workers W]``.
+"""``python -m apphost_runtime --app-dir DIR [--deps-dir D] --port N [--host H] [--grace-seconds S]``.
 
 Imports ``DIR/main.py`` before listening: if that raises, the traceback goes to stderr and the process
 exits 1 without ever opening the port (so the readiness probe never passes).
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     from .server import run
 
     try:
-        module = load_module(settings.app_dir)
+        module = load_module(settings.app_dir, settings.deps_dir)
     except BaseException as e:  # noqa: BLE001 - any failure importing user code is fatal
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()

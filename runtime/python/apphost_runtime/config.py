@@ -10,6 +10,7 @@ from dataclasses import dataclass
 @dataclass
 class Settings:
     app_dir: str
+    deps_dir: str | None = None
     host: str = "0.0.0.0"
     port: int = 8080
     grace_seconds: float = 900.0
@@ -32,6 +33,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     )
     p.add_argument(
         "--app-dir", default=_env("APPHOST_APP_DIR"), help="directory holding main.py [APPHOST_APP_DIR]"
+    )
+    p.add_argument(
+        "--deps-dir",
+        default=_env("APPHOST_DEPS_DIR"),
+        help="packages installed for the app (pip install --target), importable after DIR [APPHOST_DEPS_DIR]",
     )
     p.add_argument("--host", default=_env("APPHOST_HOST", "0.0.0.0"), help="bind address (default 0.0.0.0)")
     p.add_argument(
@@ -83,6 +89,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         p.error("--max-concurrency must be >= 0")
     return Settings(
         app_dir=a.app_dir,
+        deps_dir=a.deps_dir,
         host=a.host,
         port=a.port,
         grace_seconds=a.grace_seconds,

@@ -2,7 +2,9 @@
 
 Rules (documented in docs/runtimes.md):
 
-* ``DIR`` is put first on ``sys.path`` so ``main.py`` can import sibling modules and packages, and
+* ``DIR`` is put first on ``sys.path`` so ``main.py`` can import sibling modules and packages, then the
+  app's dependency folder (``--deps-dir``, built by ``pip install --target``, its ``.pth`` files honoured)
+  ahead of the runtime's own site-packages; and
   ``DIR/main.py`` is imported exactly once, as module ``main``, before the server listens. Any exception
   during the import propagates (the CLI prints the traceback and exits non-zero).
 * If ``main`` defines ``__all__``, the callables it lists (names not starting with ``_``) are the
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import site
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -86,11 +89,24 @@ def make_function(name: str, fn: Any) -> Function:
     return f
 
 
-def load_module(app_dir: str) -> ModuleType:
+def add_deps_dir(deps_dir: str) -> None:
+    """Puts a ``pip install --target`` folder on ``sys.path`` at the front (processing its ``.pth`` files)."""
+    deps_dir = os.path.abspath(deps_dir)
+    if not os.path.isdir(deps_dir):
+        raise FileNotFoundError(f"dependency folder {deps_dir!r} does not exist")
+    before = list(sys.path)
+    site.addsitedir(deps_dir)
+    added = [p for p in sys.path if p not in before]
+    sys.path[:] = added + [p for p in sys.path if p not in added]
+
+
+def load_module(app_dir: str, deps_dir: str | None = None) -> ModuleType:
     app_dir = os.path.abspath(app_dir)
     path = os.path.join(app_dir, "main.py")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no main.py in app dir {app_dir!r}")
+    if deps_dir:
+        add_deps_dir(deps_dir)
     if app_dir not in sys.path:
         sys.path.insert(0, app_dir)
     spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
