@@ -98,6 +98,8 @@ export interface LocalApp {
   config: AppConfig;
   manifest: App;
   gracePeriodSeconds: number;
+  /** The app's dependency folder (pip --target of its requirements), when it has requirements. */
+  depsDir?: string;
 }
 
 /** Whether a folder holds an app (an apphost.toml, or a deprecated app.yaml). */

@@ -14,6 +14,9 @@ export function appProcessSpec(
   for (const v of app.manifest.spec.env ?? []) if (v.value !== undefined) appEnv[v.name] = v.value;
   if (app.manifest.spec.runtime === 'custom') {
     const [command, ...args] = app.manifest.spec.entrypoint ?? [];
+    // A custom server finds the app's dependencies on PYTHONPATH (the runtime gets --deps-dir).
+    if (app.depsDir)
+      appEnv.PYTHONPATH = appEnv.PYTHONPATH ? `${app.depsDir}:${appEnv.PYTHONPATH}` : app.depsDir;
     return { command: command ?? 'false', args, cwd: app.dir, env: { ...appEnv, PORT: String(port) } };
   }
   return {
@@ -29,6 +32,7 @@ export function appProcessSpec(
       String(port),
       '--grace-seconds',
       String(app.gracePeriodSeconds),
+      ...(app.depsDir ? ['--deps-dir', app.depsDir] : []),
     ],
     cwd: app.dir,
     env: appEnv,

@@ -15,12 +15,11 @@ import type { ReadinessCheck } from '../shared/ops.ts';
 import type { KeySet } from '../shared/run-tokens.ts';
 import { issueRunToken } from '../shared/run-tokens.ts';
 import { isAppFolder, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
-import { appProcessSpec, readinessPath } from './app-process.ts';
 import { banner, type Credentials, urlHost, writeCredentials } from './credentials.ts';
+import { type LocalDeploys, startLocalDeploys } from './deploys.ts';
 import { startLocalNats } from './nats-server.ts';
 import { type DevOptions, findNatsServer } from './options.ts';
-import { freePort } from './ports.ts';
-import { createLocalResolver, type LocalAppEndpoint } from './resolver.ts';
+import { createLocalResolver } from './resolver.ts';
 import type { TrackingSpawner } from './spawner.ts';
 import { loadOrCreateState } from './state.ts';
 import { createSupervisor, type Supervisor } from './supervisor.ts';
@@ -37,6 +36,7 @@ export const LOCAL_SERVICE_ACCOUNT = 'local-dev';
 /** The management store operations local mode needs (the memory store provides them). */
 export interface LocalStore {
   addApp(projectId: string, appName: string, spec?: AppSpec): void;
+  removeApp(projectId: string, appName: string): void;
   createDomain(projectId: string, d: { domainId: string; hostname: string }): Promise<unknown>;
   assignDomain(projectId: string, domainId: string, appName: string): Promise<unknown>;
   listDomains(projectId: string): Promise<Array<{ hostname: string; appName: string | undefined }>>;
@@ -51,6 +51,8 @@ export interface PlatformDeps {
   platformKey: string;
   log: Logger;
   registry: Registry;
+  /** Deploys (apphost deploy against apphost dev): the management API's apps and builds routes use them. */
+  deploys?: LocalDeploys;
 }
 
 /** What the platform half (gateway, worker, dispatcher, management API) gives back to local mode. */
@@ -88,31 +90,6 @@ export interface DevDeps {
   /** The banner. */
   print: (text: string) => void;
   startPlatform: StartPlatform;
-}
-
-async function waitReady(apps: Map<string, LocalAppEndpoint>, timeoutMs: number, log: Logger): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  const pending = new Set(apps.keys());
-  while (pending.size > 0 && Date.now() < deadline) {
-    for (const name of [...pending]) {
-      const ep = apps.get(name);
-      if (!ep) continue;
-      try {
-        const res = await fetch(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, {
-          signal: AbortSignal.timeout(1_000),
-        });
-        if (res.status === 200) pending.delete(name);
-      } catch {
-        // still starting
-      }
-    }
-    if (pending.size > 0) await new Promise((r) => setTimeout(r, 200));
-  }
-  if (pending.size > 0)
-    log.warn(
-      { apps: [...pending], timeoutMs },
-      'some apps are not ready yet (their calls answer 503 until they are)',
-    );
 }
 
 export async function startDev(deps: DevDeps): Promise<DevSession> {
@@ -156,39 +133,33 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       natsStarted = true;
     }
 
-    const apps = new Map<string, LocalApp>();
-    const endpoints = new Map<string, LocalAppEndpoint>();
-    const register = async (app: LocalApp) => {
-      apps.set(app.name, app);
-      endpoints.set(app.name, {
-        runtime: app.manifest.spec.runtime,
-        port: await freePort(),
-        gracePeriodSeconds: app.gracePeriodSeconds,
-        readinessPath: readinessPath(app),
-        generation: 0,
-      });
-    };
-    for (const app of folder.apps) await register(app);
+    const supervisor = createSupervisor({ spawner: deps.spawner, log, output: deps.output });
+    cleanups.push({ name: 'apps', run: () => supervisor.stopAll() });
+    let platform: LocalPlatform | undefined;
+    const deploys = await startLocalDeploys({
+      natsUrl,
+      projectId: opts.projectId,
+      python: opts.python,
+      env: deps.env,
+      stateDir: opts.stateDir,
+      supervisor,
+      log,
+      output: deps.output,
+      onAppAdded: (name, spec) => platform?.store.addApp(opts.projectId, name, spec),
+      onAppRemoved: (name) => platform?.store.removeApp(opts.projectId, name),
+    });
+    cleanups.push({ name: 'builds', run: () => deploys.stop() });
+    const { host } = deploys;
 
     const resolver = createLocalResolver({
       projectId: opts.projectId,
-      endpoint: (name) => endpoints.get(name),
+      endpoint: (name) => host.endpoint(name),
       domains: {
         appForHost: async (projectId, hostname) =>
-          (await platform.store.listDomains(projectId)).find((d) => d.hostname === hostname)?.appName,
+          (await platform?.store.listDomains(projectId))?.find((d) => d.hostname === hostname)?.appName,
       },
     });
-    const supervisor = createSupervisor({
-      spawner: deps.spawner,
-      log,
-      output: deps.output,
-      onStart: (name) => {
-        const ep = endpoints.get(name);
-        if (ep) ep.generation++;
-      },
-    });
-    cleanups.push({ name: 'apps', run: () => supervisor.stopAll() });
-    const platform = await deps.startPlatform({
+    platform = await deps.startPlatform({
       opts,
       natsUrl,
       resolver,
@@ -197,28 +168,35 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       platformKey: state.platformKey,
       log,
       registry: deps.registry,
+      deploys,
     });
-    cleanups.push({ name: 'platform', run: () => platform.stop() });
-    for (const app of folder.apps) platform.store.addApp(opts.projectId, app.name, app.manifest.spec);
+    const started = platform;
+    cleanups.push({ name: 'platform', run: () => started.stop() });
+    for (const app of folder.apps) {
+      // Known at once, so domains can be seeded and its calls get 503 until its first version serves.
+      host.reserve(app);
+      platform.store.addApp(opts.projectId, app.name, app.manifest.spec);
+    }
     await seedDomains(platform.store, opts.projectId, folder.domains);
 
-    const supervise = (name: string) =>
-      supervisor.add({
-        name,
-        spec: () => {
-          const app = apps.get(name)!;
-          return appProcessSpec(app, endpoints.get(name)!.port, opts.python, deps.env);
-        },
-        graceMs: () => (apps.get(name)?.gracePeriodSeconds ?? 0) * 1000,
-      });
-    for (const app of folder.apps) supervise(app.name);
+    /** Deploys an app folder through the build pipeline (its requirements get their own environment). */
+    const deployFolder = async (app: LocalApp) => {
+      const record = await deploys.deployFolder(app);
+      log.info({ app: app.name, buildId: record.buildId }, 'deploying the app folder');
+      return record;
+    };
+    const firstDeploys = [];
+    for (const app of folder.apps) firstDeploys.push(await deployFolder(app));
 
     if (opts.watch) {
       const watcher = watchApps(
         opts.appsDir,
         (name) => {
           void onAppChanged(name).catch((err: unknown) =>
-            log.error({ err, app: name }, 'reloading app failed'),
+            log.error(
+              { err, app: name },
+              'deploying the changed app failed; the running version keeps serving',
+            ),
           );
         },
         undefined,
@@ -229,7 +207,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     async function onAppChanged(name: string): Promise<void> {
       const dir = join(opts.appsDir, name);
       if (!isAppFolder(dir)) {
-        if (apps.has(name)) log.warn({ app: name }, 'apphost.toml is gone; keeping the running process');
+        if (host.endpoint(name)) log.warn({ app: name }, 'apphost.toml is gone; keeping the running process');
         return;
       }
       let app: LocalApp;
@@ -238,37 +216,36 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       } catch (err) {
         log.error(
           { app: name, err: (err as Error).message },
-          'app manifest is invalid; keeping the running process',
+          'app configuration is invalid; keeping the running process',
         );
         return;
       }
-      if (!apps.has(name)) {
-        await register(app);
-        platform.store.addApp(opts.projectId, name, app.manifest.spec);
-        supervise(name);
-        log.info({ app: name }, 'new app found; started it');
-        return;
-      }
-      apps.set(name, app);
-      platform.store.addApp(opts.projectId, name, app.manifest.spec);
-      const ep = endpoints.get(name)!;
-      ep.gracePeriodSeconds = app.gracePeriodSeconds;
-      ep.readinessPath = readinessPath(app);
-      ep.runtime = app.manifest.spec.runtime;
-      log.info({ app: name }, 'app files changed; restarting its process');
-      await supervisor.restart(name);
+      log.info({ app: name }, 'app files changed; deploying the new version beside the running one');
+      await deployFolder(app);
     }
 
     // Apps first: a run redelivered from a previous session must find its app ready, not starting.
-    await waitReady(endpoints, APPS_READY_TIMEOUT_MS, log);
+    const settled = await deploys.settle(firstDeploys, APPS_READY_TIMEOUT_MS);
+    for (const r of settled) {
+      if (r.state === 'failed')
+        log.error(
+          { app: r.appName, buildId: r.buildId, error: r.error },
+          `${r.appName} did not start: ${r.error?.message}`,
+        );
+      else if (r.state !== 'ready')
+        log.warn(
+          { app: r.appName, buildId: r.buildId, state: r.state },
+          'app not ready yet (its calls answer 503 until it is)',
+        );
+    }
     await platform.start();
 
-    const host = urlHost(opts.host);
+    const hostName = urlHost(opts.host);
     const expiresAt = new Date(Date.now() + LOCAL_TOKEN_TTL_MS);
     const credentials: Credentials = {
       project_id: opts.projectId,
-      api_url: `http://${host}:${platform.apiPort}`,
-      base_url: `http://${host}:${platform.managementPort}`,
+      api_url: `http://${hostName}:${platform.apiPort}`,
+      base_url: `http://${hostName}:${platform.managementPort}`,
       run_token: await issueRunToken(state.keySet, opts.projectId, expiresAt),
       service_account_token: await platform.createServiceAccountToken(
         opts.projectId,
@@ -291,13 +268,13 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     deps.print(
       banner({
         creds: credentials,
-        apps: [...apps.values()].map((a) => ({ name: a.name })),
+        apps: host.names().map((name) => ({ name })),
         domains: await platform.store.listDomains(opts.projectId),
         natsUrl,
         natsStarted,
         credentialsOut: opts.credentialsOut,
         profile: { file: opts.configFile, name: opts.profile },
-        opsUrl: `http://${host}:${platform.opsPort}`,
+        opsUrl: `http://${hostName}:${platform.opsPort}`,
       }),
     );
     return { credentials, supervisor, natsUrl, stop };

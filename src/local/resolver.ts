@@ -15,6 +15,8 @@ export interface LocalAppEndpoint {
   readinessPath: string;
   /** Bumped on every process start; cached facts of an older generation are dropped. */
   generation: number;
+  /** No process serves it yet (its first version is being built or started): calls get 503. */
+  starting?: boolean;
 }
 
 export interface DomainLookup {
@@ -84,6 +86,7 @@ export function createLocalResolver(deps: {
       let ready = false;
       try {
         ready =
+          !ep.starting &&
           (await get(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, s.probeTimeoutMs)).status === 200;
       } catch {
         ready = false;

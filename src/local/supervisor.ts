@@ -27,6 +27,10 @@ export const DEFAULT_SUPERVISOR_SETTINGS: SupervisorSettings = {
 
 export interface SupervisedProcess {
   name: string;
+  /** Prefix of its output lines (`[label] ...`); the name when absent. */
+  label?: string;
+  /** Also hears each output line, unprefixed. */
+  onLine?: (line: string) => void;
   /** Read at every start, so a restart picks up a changed manifest. */
   spec: () => ProcessSpec;
   /** How long the process may drain after SIGTERM. */
@@ -99,9 +103,15 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
     const generation = ++e.generation;
     const startedAt = clock.now();
     e.starts++;
-    const child = deps.spawner.spawn(spec, (_stream, line) => deps.output(`[${e.proc.name}] ${line}`));
+    const child = deps.spawner.spawn(spec, (_stream, line) => {
+      e.proc.onLine?.(line);
+      deps.output(`[${e.proc.label ?? e.proc.name}] ${line}`);
+    });
     e.child = child;
-    deps.log.info({ app: e.proc.name, pid: child.pid, start: e.starts }, 'app process started');
+    deps.log.info(
+      { app: e.proc.label ?? e.proc.name, process: e.proc.name, pid: child.pid, start: e.starts },
+      'app process started',
+    );
     deps.onStart?.(e.proc.name, child.pid);
     void child.exited.then((exit) => {
       // Whatever it spawned and left behind (e.g. a helper ignoring SIGTERM) must not outlive it,
@@ -119,7 +129,8 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
     const delay = backoffDelay(e.crashes, s);
     deps.log.warn(
       {
-        app: e.proc.name,
+        app: e.proc.label ?? e.proc.name,
+        process: e.proc.name,
         code: exit.code,
         signal: exit.signal,
         err: exit.error?.message,
@@ -149,7 +160,7 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
     clock.sleep(graceMs, kill.signal).then(
       () => {
         deps.log.warn(
-          { app: e.proc.name, graceMs },
+          { app: e.proc.label ?? e.proc.name, process: e.proc.name, graceMs },
           'app process ignored SIGTERM past its grace period: SIGKILL',
         );
         child.kill('SIGKILL');

@@ -210,8 +210,13 @@ describe('apphost dev (e2e)', () => {
     );
     expect(stream.status).toBe(200);
     await stream.text();
-    expect(dev.output()).toMatch(/"app":"hello".*"start":2/);
-    expect(dev.output()).not.toMatch(/"app":"stream".*"start":2/);
+    // A second version of hello served; stream kept its first process.
+    expect(dev.output()).toMatch(
+      /"app":"hello","process":"hello@\d+".*"msg":"new version serves"[\s\S]*"app":"hello","process":"hello@\d+".*"msg":"new version serves"/,
+    );
+    expect(
+      dev.output().match(/"app":"stream","process":"stream@\d+".*"msg":"new version serves"/g),
+    ).toHaveLength(1);
   });
 
   it('stops everything it started on SIGTERM', async () => {
