@@ -10,6 +10,7 @@ import {
   PYTHON_VERSIONS,
   type PythonVersion,
   runtimeOf,
+  SCALING_KEYS,
 } from './app-config.ts';
 import {
   API_VERSION,
@@ -46,14 +47,14 @@ export function appSpecFromConfig(config: AppConfig, artifacts?: AppCode['artifa
           },
         },
   );
-  const scaling: ScalingSpec = defined({
-    minReplicas: a.scaling?.min_replicas,
-    maxReplicas: a.scaling?.max_replicas,
-    replicaConcurrency: a.scaling?.replica_concurrency,
-    cooldownSeconds: a.scaling?.cooldown,
-    scalingBuffer: a.scaling?.scaling_buffer,
-    targetUtilization: a.scaling?.target_utilization,
-  });
+  const scaling: ScalingSpec = defined(
+    Object.fromEntries(
+      Object.entries(SCALING_KEYS).map(([key, field]) => [
+        field,
+        a.scaling?.[key as keyof typeof SCALING_KEYS],
+      ]),
+    ),
+  );
   const hw = a.hardware;
   const resources = defined({
     cpu: hw?.cpu === undefined ? undefined : String(hw.cpu),
@@ -112,12 +113,7 @@ export function configFromApp(app: App): ConfigFromApp {
   }
   const sc: ScalingSpec = s.scaling ?? {};
   const scaling = defined({
-    min_replicas: sc.minReplicas,
-    max_replicas: sc.maxReplicas,
-    replica_concurrency: sc.replicaConcurrency,
-    cooldown: sc.cooldownSeconds,
-    scaling_buffer: sc.scalingBuffer,
-    target_utilization: sc.targetUtilization,
+    ...Object.fromEntries(Object.entries(SCALING_KEYS).map(([key, field]) => [key, sc[field]])),
     response_grace_period: s.responseGracePeriodSeconds,
   });
   const hardware = defined({ cpu: s.resources?.cpu, memory: s.resources?.memory, gpu: s.resources?.gpu });

@@ -187,6 +187,11 @@ describe('apphost.toml schema', () => {
       [{ path: 'app.scaling.min_replicas', message: 'min_replicas must not be greater than max_replicas' }],
     ],
     [
+      'a scaling buffer not below max_replicas (the CRD rule, in key names)',
+      '[app]\nname = "a"\n[app.scaling]\nmax_replicas = 2\nscaling_buffer = 2\n',
+      [{ path: 'app.scaling.scaling_buffer', message: 'scaling_buffer must be less than max_replicas' }],
+    ],
+    [
       'runtime = "custom" without its table',
       '[app]\nname = "a"\nruntime = "custom"\n',
       [{ path: 'app.runtime', message: expect.stringContaining('[app.runtime.custom]') }],

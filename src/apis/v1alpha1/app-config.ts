@@ -6,7 +6,8 @@
  */
 import { parse, TomlError } from 'smol-toml';
 import { z } from 'zod';
-import { MAX_RESPONSE_GRACE_PERIOD_SECONDS } from './types.ts';
+import { ScalingSchema } from './scaling.ts';
+import { MAX_RESPONSE_GRACE_PERIOD_SECONDS, type ScalingSpec } from './types.ts';
 
 export const APP_CONFIG_FILE = 'apphost.toml';
 
@@ -53,36 +54,75 @@ const globs = (what: string) =>
     })
     .max(256, { error: 'at most 256 patterns' });
 
+/** `[app.scaling]` keys and the App `spec.scaling` fields they are (scaling.ts states their ranges and rules). */
+export const SCALING_KEYS = {
+  min_replicas: 'minReplicas',
+  max_replicas: 'maxReplicas',
+  replica_concurrency: 'replicaConcurrency',
+  cooldown: 'cooldownSeconds',
+  scaling_buffer: 'scalingBuffer',
+  target_utilization: 'targetUtilization',
+} as const satisfies Record<string, keyof ScalingSpec>;
+type ScalingKey = keyof typeof SCALING_KEYS;
+
+/** A `[app.scaling]` key with the range ScalingSchema gives its App field. */
+function scalingKey(key: ScalingKey, unit: string, description: string) {
+  const n = ScalingSchema.shape[SCALING_KEYS[key]].unwrap();
+  return intIn(n.minValue ?? 0, n.maxValue ?? Number.MAX_SAFE_INTEGER, unit)
+    .optional()
+    .meta({ description });
+}
+
+/** ScalingSchema's messages name App fields; the file's user knows the keys. */
+const toKeys = (message: string) =>
+  Object.entries(SCALING_KEYS).reduce((m, [key, field]) => m.replaceAll(field, key), message);
+
 export const ScalingConfig = z
   .strictObject({
-    min_replicas: intIn(0, 1000)
-      .optional()
-      .meta({ description: 'Replicas kept running even when idle (default 1; 0 scales to zero).' }),
-    max_replicas: intIn(1, 1000).optional().meta({ description: 'Upper bound on replicas.' }),
-    replica_concurrency: intIn(1, 10_000)
-      .optional()
-      .meta({ description: 'Calls one replica serves at once.' }),
-    cooldown: intIn(0, 3600, ' (seconds)')
-      .optional()
-      .meta({ description: 'Seconds without calls before a replica above min_replicas is removed.' }),
-    scaling_buffer: intIn(0, 100)
-      .optional()
-      .meta({ description: 'Extra replicas kept above what the load needs.' }),
-    target_utilization: intIn(1, 100, ' (percent)')
-      .optional()
-      .meta({ description: 'Percent of replica_concurrency the autoscaler aims for per replica.' }),
+    min_replicas: scalingKey(
+      'min_replicas',
+      '',
+      'Replicas kept running even when idle (default 1; 0 scales to zero).',
+    ),
+    max_replicas: scalingKey('max_replicas', '', 'Upper bound on replicas (default 10).'),
+    replica_concurrency: scalingKey(
+      'replica_concurrency',
+      '',
+      'Calls one replica serves at once (default 100).',
+    ),
+    cooldown: scalingKey(
+      'cooldown',
+      ' (seconds)',
+      'Seconds the load must stay lower before replicas are removed (default 60).',
+    ),
+    scaling_buffer: scalingKey(
+      'scaling_buffer',
+      '',
+      'Extra replicas kept above what the load needs (default 0).',
+    ),
+    target_utilization: scalingKey(
+      'target_utilization',
+      ' (percent)',
+      'Percent of replica_concurrency the autoscaler aims for per replica (default 70).',
+    ),
     response_grace_period: intIn(1, MAX_RESPONSE_GRACE_PERIOD_SECONDS, ' (seconds)').optional().meta({
       description:
         'Seconds a call (or async run) may take, and how long a stopping replica keeps serving (default 900, at most 43200).',
     }),
   })
-  .refine(
-    (s) => s.min_replicas === undefined || s.max_replicas === undefined || s.min_replicas <= s.max_replicas,
-    {
-      error: 'min_replicas must not be greater than max_replicas',
-      path: ['min_replicas'],
-    },
-  );
+  .superRefine((s, ctx) => {
+    // The cross-field rules are ScalingSchema's (the CRD's CEL rules), told in the file's key names.
+    const spec = Object.fromEntries(
+      Object.entries(SCALING_KEYS).map(([key, field]) => [field, s[key as ScalingKey]]),
+    );
+    const r = ScalingSchema.safeParse(spec);
+    for (const issue of r.error?.issues ?? []) {
+      if (issue.code !== 'custom') continue;
+      const field = String(issue.path[0] ?? '');
+      const key = Object.entries(SCALING_KEYS).find(([, f]) => f === field)?.[0];
+      ctx.addIssue({ code: 'custom', path: key ? [key] : [], message: toKeys(issue.message) });
+    }
+  });
 
 const CPU_RULE = 'must be a number of cores from 0 to 256 (e.g. 0.5, 2) or a CPU quantity (e.g. "500m")';
 
