@@ -13,6 +13,7 @@ import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import { resolveReplicas } from '../shared/jetstream-replicas.ts';
+import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import { natsServers } from '../shared/nats-url.ts';
@@ -26,6 +27,8 @@ import { cachedRunTokenVerifier } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
 export const NATS_CONNECT_TIMEOUT_MS = 10_000;
+/** Bound on creating streams, buckets and the run consumer at start-up while JetStream is unavailable. */
+export const NATS_SETUP_TIMEOUT_MS = 60_000;
 
 export interface GatewayProcess {
   gateway: Gateway;
@@ -78,10 +81,17 @@ export async function serveGateway(opts: {
       else if (s.type === 'reconnect') natsConnected = true;
     }
   })();
-  const jsm = await jetstreamManager(nc);
   const replicas = resolveReplicas(env.APPHOST_NATS_REPLICAS, nc);
-  await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
-  await ensureWebhooksStream(jsm, replicas);
+  const setup = { boundMs: NATS_SETUP_TIMEOUT_MS, log };
+  await retryJetStreamSetup(
+    'creating the RUNS and WEBHOOKS streams and buckets',
+    async () => {
+      const jsm = await jetstreamManager(nc);
+      await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
+      await ensureWebhooksStream(jsm, replicas);
+    },
+    setup,
+  );
 
   const secretBox = createSecretBox(env.APPHOST_PLATFORM_KEY);
   const gateway = createGateway({
@@ -107,7 +117,7 @@ export async function serveGateway(opts: {
         replicas,
       })
     : undefined;
-  await worker?.start();
+  if (worker) await retryJetStreamSetup('starting the run worker', () => worker.start(), setup);
 
   const server = createServer(gateway.callback());
   // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.

@@ -13,6 +13,7 @@ import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.
 import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
+import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsServers } from '../shared/nats-url.ts';
@@ -81,15 +82,20 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000,
     maxReconnectAttempts: -1,
   });
-  const jsm = await jetstreamManager(nc);
   const replicas = resolveReplicas(parseReplicasSetting(cfg.APPHOST_NATS_REPLICAS), nc);
-  const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
-  const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
-  const deliveries = withDeadline(
-    createDeliveryStore(await openDeliveriesBucket(jsm, replicas)),
-    backendMs,
-    'the delivery store',
+  const { runsKv, deliveriesKv } = await retryJetStreamSetup(
+    'opening the run and delivery buckets',
+    async () => {
+      const jsm = await jetstreamManager(nc);
+      return {
+        runsKv: await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas),
+        deliveriesKv: await openDeliveriesBucket(jsm, replicas),
+      };
+    },
+    { boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000 * 6, log },
   );
+  const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
+  const deliveries = withDeadline(createDeliveryStore(deliveriesKv), backendMs, 'the delivery store');
 
   const dashboard = {
     ...DEFAULT_DASHBOARD_SETTINGS,

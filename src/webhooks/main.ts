@@ -7,6 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
 import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
+import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsServers } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
@@ -48,9 +49,16 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       else if (s.type === 'reconnect') natsConnected = true;
     }
   })();
-  const jsm = await jetstreamManager(nc, { timeout: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS });
   const replicas = resolveReplicas(parseReplicasSetting(e.APPHOST_NATS_REPLICAS), nc);
-  await ensureWebhooksStream(jsm, replicas);
+  const deliveriesKv = await retryJetStreamSetup(
+    'creating the WEBHOOKS stream, consumer and deliveries bucket',
+    async () => {
+      const jsm = await jetstreamManager(nc);
+      await ensureWebhooksStream(jsm, replicas);
+      return openDeliveriesBucket(jsm, replicas);
+    },
+    { boundMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS, log },
+  );
 
   const dispatcher = createWebhookDispatcher({
     nc,
@@ -58,9 +66,12 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     log,
     registry,
     settings,
-    deliveriesKv: await openDeliveriesBucket(jsm, replicas),
+    deliveriesKv,
   });
-  await dispatcher.start();
+  await retryJetStreamSetup('starting the dispatcher', () => dispatcher.start(), {
+    boundMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
+    log,
+  });
   const ops = await startOpsServer({
     port: e.APPHOST_OPS_PORT,
     registry,

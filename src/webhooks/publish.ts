@@ -5,6 +5,7 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { type WebhookJob, webhookSubject } from '../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { publishIdempotent } from '../shared/jetstream-publish.ts';
 
 /** Longest `webhookEndpoint` accepted. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -40,8 +41,8 @@ export async function publishWebhookJob(
   job: WebhookJob,
   timeoutMs = 5_000,
 ): Promise<void> {
-  await js.publish(webhookSubject(job.projectId, job.appName), JSON.stringify(job), {
+  await publishIdempotent(js, webhookSubject(job.projectId, job.appName), JSON.stringify(job), {
     msgID: webhookMsgId(job.requestId),
-    timeout: timeoutMs,
+    timeoutMs,
   });
 }

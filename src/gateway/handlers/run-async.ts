@@ -8,6 +8,7 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import type { RunStore } from '../../runs/store.ts';
 import { type RunJob, type RunRecord, RunState, runSubject } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { publishIdempotent } from '../../shared/jetstream-publish.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
@@ -47,9 +48,9 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
     });
   }
   try {
-    await deps.js.publish(runSubject(job.projectId, job.appName), payload, {
+    await publishIdempotent(deps.js, runSubject(job.projectId, job.appName), payload, {
       msgID: requestId,
-      timeout: deps.settings.publishTimeoutMs,
+      timeoutMs: deps.settings.publishTimeoutMs,
     });
   } catch (err) {
     throw new ApiError(ErrorCode.QueueUnavailable, 'the run queue is unavailable; the run was not accepted', {
