@@ -64,6 +64,18 @@ const WORK_MS = [50, 400] as const;
 const P = 'chaos';
 const PLATFORM_KEY = 'chaos-test-platform-key-0123456789';
 
+/** A free port not handed out before in this run (a released port can come back from the OS). */
+const handedOut = new Set<number>();
+async function port(): Promise<number> {
+  for (;;) {
+    const p = await freePort();
+    if (!handedOut.has(p)) {
+      handedOut.add(p);
+      return p;
+    }
+  }
+}
+
 /** mulberry32: the seeded random source of every choice the test makes. */
 function seeded(seed: number) {
   let a = seed >>> 0;
@@ -91,6 +103,7 @@ const pieces: Piece[] = [];
 const faults: Fault[] = [];
 /** Webhook POSTs per request id, and which got a 2xx. */
 const attempts = new Map<string, number>();
+let passed = false;
 const delivered = new Set<string>();
 
 beforeAll(async () => {
@@ -106,7 +119,9 @@ afterAll(async () => {
   receiver?.closeAllConnections();
   receiver?.close();
   dog?.stop();
-  if (!process.env.APPHOST_TEST_KEEP_DIRS) rmSync(dir, { recursive: true, force: true });
+  // Kept after a failure: the pieces' logs are what explains it.
+  if (passed && !process.env.APPHOST_TEST_KEEP_DIRS) rmSync(dir, { recursive: true, force: true });
+  else process.stdout.write(`chaos: logs kept in ${dir}\n`);
 });
 
 it('loses no accepted run and no webhook while NATS nodes, gateways, workers and dispatchers die', async () => {
@@ -143,13 +158,20 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
 
   const runtimeUrls: Record<string, string> = {};
   for (const rt of ['A', 'B']) {
-    const port = await freePort();
-    runtimeUrls[rt] = `http://127.0.0.1:${port}`;
+    const rtPort = await port();
+    runtimeUrls[rt] = `http://127.0.0.1:${rtPort}`;
     const piece = processPiece({
       name: `runtime-${rt}`,
       kind: 'worker', // never faulted: not in the fault pool below
       command: PYTHON,
-      args: ['-m', 'apphost_runtime', '--app-dir', join(import.meta.dirname, 'app'), '--port', String(port)],
+      args: [
+        '-m',
+        'apphost_runtime',
+        '--app-dir',
+        join(import.meta.dirname, 'app'),
+        '--port',
+        String(rtPort),
+      ],
       env: { ...process.env, CHAOS_EXEC_LOG: join(dir, `exec-${rt}.log`), CHAOS_RUNTIME: rt },
       logDir,
       watchdog: dog,
@@ -180,9 +202,9 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
   const gatewayPorts: number[] = [];
   const faultable: Piece[] = [];
   for (const i of [1, 2]) {
-    const port = await freePort();
-    const ops = await freePort();
-    gatewayPorts.push(port);
+    const gwPort = await port();
+    const ops = await port();
+    gatewayPorts.push(gwPort);
     faultable.push(
       processPiece({
         name: `gateway-${i}`,
@@ -192,7 +214,7 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
         env: {
           ...base,
           APPHOST_RUN_WORKER: 'false',
-          APPHOST_GATEWAY_PORT: String(port),
+          APPHOST_GATEWAY_PORT: String(gwPort),
           APPHOST_GATEWAY_HOST: '127.0.0.1',
           APPHOST_OPS_PORT: String(ops),
           APPHOST_TEST_APPS: appFor('A'),
@@ -226,7 +248,7 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
     );
   }
   for (const i of [1, 2]) {
-    const ops = await freePort();
+    const ops = await port();
     faultable.push(
       processPiece({
         name: `dispatcher-${i}`,
@@ -481,6 +503,7 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
     sync_failed: syncFailed,
     sync_webhooks_lost: lostSyncHooks.length,
     async_refused: [...refusedAsync.values()].reduce((a, b) => a + b, 0),
+    async_refused_by: [...refusedAsync].map(([k, v]) => `${k}:${v}`).join(',') || 'none',
     kills: kills.length,
     kills_by_kind: (['nats', 'gateway', 'worker', 'dispatcher'] as PieceKind[])
       .map((k) => `${k}:${kills.filter((f) => f.kind === k).length}`)
@@ -513,4 +536,5 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
   expect(maxAttempts, 'webhook attempts per run').toBeLessThanOrEqual(3);
   expect(unexplained, 'runs executed twice without a fault that cut their worker off').toEqual([]);
   expect(lostSyncHooks.length, 'sync calls whose webhook was lost').toBe(0);
+  passed = true;
 }, 900_000);

@@ -8,6 +8,7 @@ import { parseGatewayEnv, runWorkerSettings } from '../../src/gateway/config.ts'
 import { createRunWorker } from '../../src/runs/worker.ts';
 import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
 import { resolveReplicas } from '../../src/shared/jetstream-replicas.ts';
+import { retryJetStreamSetup } from '../../src/shared/jetstream-setup.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { natsServers } from '../../src/shared/nats-url.ts';
 import { onShutdownSignal } from '../../src/shared/shutdown.ts';
@@ -30,7 +31,7 @@ const worker = createRunWorker({
   settings: runWorkerSettings(env),
   replicas: resolveReplicas(env.APPHOST_NATS_REPLICAS, nc),
 });
-await worker.start();
+await retryJetStreamSetup('starting the run worker', () => worker.start(), { boundMs: 60_000, log });
 onShutdownSignal(log, env.APPHOST_RUN_STOP_TIMEOUT_MS + 5_000, [
   { name: 'stop run worker', run: () => worker.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
   { name: 'drain nats', run: () => nc.drain() },

@@ -43,13 +43,24 @@ export async function startNatsCluster(opts: {
 }): Promise<NatsCluster> {
   const size = opts.size ?? 3;
   mkdirSync(opts.dir, { recursive: true });
-  const ports = await Promise.all(
-    Array.from({ length: size }, async () => ({
-      client: await freePort(),
-      cluster: await freePort(),
-      monitor: await freePort(),
-    })),
-  );
+  // One at a time and all distinct: a port just released can be handed out again.
+  const taken = new Set<number>();
+  const distinctPort = async () => {
+    for (;;) {
+      const p = await freePort();
+      if (!taken.has(p)) {
+        taken.add(p);
+        return p;
+      }
+    }
+  };
+  const ports: Array<{ client: number; cluster: number; monitor: number }> = [];
+  for (let i = 0; i < size; i++)
+    ports.push({
+      client: await distinctPort(),
+      cluster: await distinctPort(),
+      monitor: await distinctPort(),
+    });
   const routes = ports.map((p) => `nats-route://127.0.0.1:${p.cluster}`);
   const nodes: NatsNode[] = ports.map((p, i) => {
     const name = `n${i + 1}`;
@@ -94,16 +105,20 @@ export async function startNatsCluster(opts: {
             r();
           }),
         );
-        await waitFor(
-          `nats ${name} /healthz`,
-          async () => {
-            if (c.exitCode !== null) throw new Error(`nats ${name} exited with ${c.exitCode}`);
+        const exitedEarly = done.then(() => {
+          throw new Error(`nats ${name} exited while starting (see ${join(opts.dir, name, 'nats.log')})`);
+        });
+        exitedEarly.catch(() => undefined);
+        await Promise.race([
+          exitedEarly,
+          waitFor(
+            `nats ${name} /healthz`,
             // Not js-enabled-only: a restarted node is healthy once it serves clients and catches up.
-            return (await fetch(`http://127.0.0.1:${p.monitor}/healthz`)).ok;
-          },
-          NATS_NODE_START_TIMEOUT_MS,
-          200,
-        );
+            async () => c.exitCode === null && (await fetch(`http://127.0.0.1:${p.monitor}/healthz`)).ok,
+            NATS_NODE_START_TIMEOUT_MS,
+            200,
+          ),
+        ]);
       },
       signal(sig) {
         if (child?.pid && this.running()) process.kill(child.pid, sig);
