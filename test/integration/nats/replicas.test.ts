@@ -19,7 +19,7 @@ import { type NatsCluster, startNatsCluster } from '../../harness/nats-cluster.t
 import { startWatchdog, type Watchdog } from '../../harness/watchdog.ts';
 
 /** Bound on one JetStream API call: stream updates on a loaded 3-node cluster take a while. */
-const JS_TIMEOUT_MS = 30_000;
+const JS_TIMEOUT_MS = 60_000;
 let dog: Watchdog;
 let cluster: NatsCluster;
 let nc: NatsConnection;
@@ -46,38 +46,42 @@ describe('replicas on a 3-node cluster', () => {
     expect(resolveReplicas('auto', nc)).toEqual({ count: 3, lower: false });
   });
 
-  it('raises an R1 stream and bucket from before to R3 with their data, and lowers only when told', async () => {
-    const jsm = await jetstreamManager(nc, { timeout: JS_TIMEOUT_MS });
-    // As an older version (or a single-server install) left them: one copy.
-    const kv = await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })));
-    await ensureWebhooksStream(jsm);
-    expect(await replicasOf(RUNS_STREAM)).toBe(1);
-    await jetstream(nc).publish('apphost.runs.p.a', 'queued-before-upgrade', { msgID: 'r1' });
-    await kv.put('p.a.r1', 'record-before-upgrade');
+  it(
+    'raises an R1 stream and bucket from before to R3 with their data, and lowers only when told',
+    async () => {
+      const jsm = await jetstreamManager(nc, { timeout: JS_TIMEOUT_MS });
+      // As an older version (or a single-server install) left them: one copy.
+      const kv = await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })));
+      await ensureWebhooksStream(jsm);
+      expect(await replicasOf(RUNS_STREAM)).toBe(1);
+      await jetstream(nc).publish('apphost.runs.p.a', 'queued-before-upgrade', { msgID: 'r1' });
+      await kv.put('p.a.r1', 'record-before-upgrade');
 
-    const auto = resolveReplicas('auto', nc);
-    await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), auto);
-    await ensureWebhooksStream(jsm, auto);
-    for (const s of [RUNS_STREAM, `KV_${RUNS_BUCKET}`, WEBHOOKS_STREAM, 'KV_apphost_webhook_deliveries'])
-      expect(await replicasOf(s), s).toBe(3);
-    expect((await jsm.streams.info(RUNS_STREAM)).state.messages).toBe(1);
-    expect(
-      (
-        await (await new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })).open(RUNS_BUCKET)).get('p.a.r1')
-      )?.string(),
-    ).toBe('record-before-upgrade');
+      const auto = resolveReplicas('auto', nc);
+      await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), auto);
+      await ensureWebhooksStream(jsm, auto);
+      for (const s of [RUNS_STREAM, `KV_${RUNS_BUCKET}`, WEBHOOKS_STREAM, 'KV_apphost_webhook_deliveries'])
+        expect(await replicasOf(s), s).toBe(3);
+      expect((await jsm.streams.info(RUNS_STREAM)).state.messages).toBe(1);
+      expect(
+        (
+          await (await new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })).open(RUNS_BUCKET)).get('p.a.r1')
+        )?.string(),
+      ).toBe('record-before-upgrade');
 
-    // The default never lowers; an explicit setting does.
-    await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), {
-      count: 1,
-      lower: false,
-    });
-    expect(await replicasOf(RUNS_STREAM)).toBe(3);
-    await ensureRunsInfrastructure(
-      jsm,
-      new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })),
-      resolveReplicas(2, nc),
-    );
-    expect(await replicasOf(RUNS_STREAM)).toBe(2);
-  });
+      // The default never lowers; an explicit setting does.
+      await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), {
+        count: 1,
+        lower: false,
+      });
+      expect(await replicasOf(RUNS_STREAM)).toBe(3);
+      await ensureRunsInfrastructure(
+        jsm,
+        new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })),
+        resolveReplicas(2, nc),
+      );
+      expect(await replicasOf(RUNS_STREAM)).toBe(2);
+    },
+    6 * JS_TIMEOUT_MS,
+  );
 });
