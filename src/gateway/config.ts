@@ -64,6 +64,7 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_CONCURRENCY: int(W.concurrency, 1),
   APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, 300),
   APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, 1),
+  APPHOST_RUN_RESULT_MAX_BYTES: int(W.maxResultBytes),
   APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
@@ -102,5 +103,6 @@ export function runWorkerSettings(e: GatewayEnv): RunWorkerSettings {
     ackWaitMs: e.APPHOST_RUN_ACK_WAIT_MS,
     maxExecutions: e.APPHOST_RUN_MAX_EXECUTIONS,
     maxWebhookBodyBytes: e.APPHOST_WEBHOOK_MAX_BODY_BYTES,
+    maxResultBytes: e.APPHOST_RUN_RESULT_MAX_BYTES,
   };
 }

@@ -14,6 +14,7 @@ import type { Logger } from '../shared/log.ts';
 import type { ReadinessCheck } from '../shared/ops.ts';
 import type { KeySet } from '../shared/run-tokens.ts';
 import { issueRunToken } from '../shared/run-tokens.ts';
+import { createAppLogs } from './app-logs.ts';
 import { isAppFolder, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
 import { banner, type Credentials, urlHost, writeCredentials } from './credentials.ts';
 import { type LocalDeploys, startLocalDeploys } from './deploys.ts';
@@ -49,6 +50,8 @@ export interface PlatformDeps {
   keySet: KeySet;
   keySetFile: string;
   platformKey: string;
+  /** The app processes' output, for the logs API. */
+  logs: LogSource;
   log: Logger;
   registry: Registry;
   /** Deploys (apphost deploy against apphost dev): the management API's apps and builds routes use them. */
@@ -133,7 +136,13 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       natsStarted = true;
     }
 
-    const supervisor = createSupervisor({ spawner: deps.spawner, log, output: deps.output });
+    const appLogs = createAppLogs(opts.projectId);
+    const supervisor = createSupervisor({
+      spawner: deps.spawner,
+      log,
+      output: deps.output,
+      onOutput: (app, pid, stream, line) => appLogs.add(app, pid, stream, line),
+    });
     cleanups.push({ name: 'apps', run: () => supervisor.stopAll() });
     let platform: LocalPlatform | undefined;
     const deploys = await startLocalDeploys({
@@ -166,6 +175,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       keySet: state.keySet,
       keySetFile: state.keySetFile,
       platformKey: state.platformKey,
+      logs: appLogs,
       log,
       registry: deps.registry,
       deploys,

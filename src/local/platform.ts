@@ -114,6 +114,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       store,
       runs: runStore,
       deliveries: createDeliveryStore(deliveriesKv),
+      logs: deps.logs,
       log: log.child({ component: 'management' }),
       registry,
       dashboard: {

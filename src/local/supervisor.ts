@@ -89,6 +89,8 @@ export interface SupervisorDeps {
   settings?: Partial<SupervisorSettings>;
   /** Called after each start (e.g. to forget cached facts about the previous process). */
   onStart?: (name: string, pid: number | undefined) => void;
+  /** Each output line, unprefixed, with the app (its label) and the process that wrote it (the logs API keeps them). */
+  onOutput?: (app: string, pid: number | undefined, stream: 'stdout' | 'stderr', line: string) => void;
 }
 
 export function createSupervisor(deps: SupervisorDeps): Supervisor {
@@ -103,9 +105,10 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
     const generation = ++e.generation;
     const startedAt = clock.now();
     e.starts++;
-    const child = deps.spawner.spawn(spec, (_stream, line) => {
+    const child = deps.spawner.spawn(spec, (stream, line) => {
       e.proc.onLine?.(line);
       deps.output(`[${e.proc.label ?? e.proc.name}] ${line}`);
+      deps.onOutput?.(e.proc.label ?? e.proc.name, child.pid, stream, line);
     });
     e.child = child;
     deps.log.info(

@@ -12,9 +12,11 @@ import { type Clock, systemClock } from '../shared/clock.ts';
 import { ApiError, ErrorCode, toApiError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { DEFAULT_SETTINGS, type HandlerDeps, type ManagementSettings } from './context.ts';
+import type { LogSource } from './logs/types.ts';
 import { openApiDocument, openApiYaml } from './openapi.ts';
 import type { DeliveryReader, RunReader } from './readers.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
+import { registerLogRoutes } from './routes/logs.ts';
 import { registerRunTokenRoutes } from './routes/run-tokens.ts';
 import { registerRunRoutes } from './routes/runs.ts';
 import { registerServiceAccountRoutes } from './routes/service-accounts.ts';
@@ -25,6 +27,7 @@ export interface ManagementApiDeps {
   store: ManagementStore;
   runs: RunReader;
   deliveries: DeliveryReader;
+  logs?: LogSource;
   log: Logger;
   registry: Registry;
   clock?: Clock;
@@ -52,6 +55,7 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
     store: deps.store,
     runs: deps.runs,
     deliveries: deps.deliveries,
+    ...(deps.logs ? { logs: deps.logs } : {}),
     auth,
     clock,
     settings,
@@ -84,6 +88,7 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
   registerServiceAccountRoutes(router, handlerDeps);
   registerRunTokenRoutes(router, handlerDeps);
   registerRunRoutes(router, handlerDeps);
+  registerLogRoutes(router, handlerDeps);
 
   const app = new Koa() as Koa & { router: Router; auth: Authenticator };
   app.router = router;

@@ -3,6 +3,7 @@ import type { RouterContext } from '@koa/router';
 import type { Clock } from '../shared/clock.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import type { LogSource } from './logs/types.ts';
 import type { DeliveryReader, RunReader } from './readers.ts';
 import type { Authenticator } from './service-accounts.ts';
 import type { ManagementStore } from './store/types.ts';
@@ -21,6 +22,14 @@ export interface ManagementSettings {
   maxServiceAccountDays: number;
   /** Age a rotated run-token key must reach before it signs (its way to the gateway's mounted Secret). */
   runTokenKeyActivationSeconds: number;
+  /** Most log lines one logs request returns (and the default `tail`). */
+  logsMaxLines: number;
+  /** Longest a log follow runs before the server ends it (the client may follow again). */
+  logsFollowMaxMs: number;
+  /** Bytes of log events waiting for a slow follower before the server ends its follow. */
+  logsMaxBufferedBytes: number;
+  /** Interval of keep-alive comments on a quiet follow. */
+  logsHeartbeatMs: number;
 }
 
 export const DEFAULT_SETTINGS: ManagementSettings = {
@@ -30,12 +39,18 @@ export const DEFAULT_SETTINGS: ManagementSettings = {
   maxRunTokenDays: 366,
   maxServiceAccountDays: 366,
   runTokenKeyActivationSeconds: 120,
+  logsMaxLines: 1_000,
+  logsFollowMaxMs: 3_600_000,
+  logsMaxBufferedBytes: 1024 * 1024,
+  logsHeartbeatMs: 15_000,
 };
 
 export interface HandlerDeps {
   store: ManagementStore;
   runs: RunReader;
   deliveries: DeliveryReader;
+  /** An app's log lines; absent where the server has no access to them. */
+  logs?: LogSource;
   auth: Authenticator;
   clock: Clock;
   settings: ManagementSettings;

@@ -24,6 +24,7 @@ import { openDeliveriesBucket } from '../webhooks/stream.ts';
 import { createManagementApi } from './app.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
 import { withDeadline } from './deadline.ts';
+import { createKubeLogSource, DEFAULT_KUBE_LOG_SETTINGS } from './logs/kube.ts';
 import { createKubeStore } from './store/kube.ts';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -50,6 +51,11 @@ export const ManagementEnv = z.object({
   APPHOST_MANAGEMENT_SHUTDOWN_SECONDS: int(15, 1),
   APPHOST_DASHBOARD_API_URL: z.url().optional(),
   APPHOST_DASHBOARD_SESSION_SECONDS: int(DEFAULT_DASHBOARD_SETTINGS.sessionMaxSeconds, 60),
+  APPHOST_MANAGEMENT_LOGS_MAX_LINES: int(DEFAULT_SETTINGS.logsMaxLines, 1),
+  APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS: int(DEFAULT_SETTINGS.logsFollowMaxMs, 1_000),
+  APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES: int(DEFAULT_SETTINGS.logsMaxBufferedBytes, 1_024),
+  APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS: int(DEFAULT_SETTINGS.logsHeartbeatMs, 100),
+  APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD: int(DEFAULT_KUBE_LOG_SETTINGS.limitBytesPerPod, 1_024),
 });
 export type ManagementEnv = z.infer<typeof ManagementEnv>;
 
@@ -112,6 +118,11 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     store,
     runs,
     deliveries,
+    logs: createKubeLogSource(kc, {
+      ...DEFAULT_KUBE_LOG_SETTINGS,
+      limitBytesPerPod: cfg.APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD,
+      readTimeoutMs: backendMs,
+    }),
     log,
     registry,
     settings: {
@@ -121,6 +132,10 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       maxRunTokenDays: cfg.APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS,
       maxServiceAccountDays: cfg.APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS,
       runTokenKeyActivationSeconds: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS,
+      logsMaxLines: cfg.APPHOST_MANAGEMENT_LOGS_MAX_LINES,
+      logsFollowMaxMs: cfg.APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS,
+      logsMaxBufferedBytes: cfg.APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES,
+      logsHeartbeatMs: cfg.APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS,
     },
     dashboard: { sessions, settings: dashboard, apiUrl: () => dashboard.apiUrl },
   });

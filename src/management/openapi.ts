@@ -208,8 +208,62 @@ const schemas: Record<string, Schema> = {
       },
       cancel_requested: { type: 'boolean' },
       webhook_host: str('Host of the webhook endpoint the result is forwarded to.'),
+      streamed: {
+        type: 'boolean',
+        description:
+          'Present (true) when the function answered text/event-stream: the result holds the events as sent.',
+      },
+      result: ref('RunResult'),
       webhook_delivery: ref('WebhookDelivery'),
     },
+  },
+  RunResult: {
+    type: 'object',
+    description:
+      "The function's response as the run record keeps it (at most APPHOST_RUN_RESULT_MAX_BYTES, default 256 KiB; " +
+      'kept as long as the record, 7 days after its last change). Lists show only the metadata; GET of one run adds ' +
+      'the body: `json` (a complete JSON response, parsed), else `body` as text (`utf8`) or `base64`.',
+    required: ['state', 'size_bytes', 'kept_bytes'],
+    additionalProperties: false,
+    properties: {
+      state: {
+        type: 'string',
+        enum: ['complete', 'truncated', 'dropped', 'expired'],
+        description:
+          'complete: all of it; truncated: a text response over the bound, its first kept_bytes (at a character ' +
+          'boundary); dropped: none kept (a non-text response over the bound, or the store refused it: reason); ' +
+          'expired: the kept bytes are gone before the record.',
+      },
+      content_type: str("The response's Content-Type."),
+      size_bytes: { type: 'integer', minimum: 0, description: 'Size of the whole response body.' },
+      kept_bytes: { type: 'integer', minimum: 0, description: 'Bytes kept.' },
+      reason: str('Why nothing (or less) was kept.'),
+      encoding: {
+        type: 'string',
+        enum: ['json', 'utf8', 'base64'],
+        description: 'How the kept bytes are given.',
+      },
+      json: { description: 'The response parsed as JSON (encoding json).' },
+      body: str('The kept bytes as text (utf8) or base64.'),
+    },
+  },
+  LogLine: {
+    type: 'object',
+    required: ['replica', 'message'],
+    additionalProperties: false,
+    properties: {
+      time: dateTime('When the line was written.'),
+      replica: str('Which replica wrote it: the pod name in a cluster, local-<pid> in local mode.'),
+      stream: { type: 'string', enum: ['stdout', 'stderr'] },
+      message: str('The line as the app wrote it.'),
+      request_id: str('The request id the runtime tagged the line with (the call it was about).'),
+    },
+  },
+  LogLines: {
+    type: 'object',
+    required: ['lines'],
+    additionalProperties: false,
+    properties: { lines: { type: 'array', items: ref('LogLine') } },
   },
   RunList: {
     type: 'object',
@@ -279,7 +333,23 @@ function op(
   };
 }
 
+const stateParam = {
+  name: 'state',
+  in: 'query',
+  required: false,
+  description: 'Only runs in this state.',
+  schema: { type: 'string', enum: ['queued', 'running', 'success', 'failure', 'timeout', 'cancelled'] },
+};
+const limitParam = {
+  name: 'limit',
+  in: 'query',
+  required: false,
+  description: 'At most this many runs (default 20).',
+  schema: { type: 'integer', minimum: 1, maximum: 100 },
+};
+
 const TAG = {
+  logs: 'Logs',
   domains: 'Custom Domains',
   accounts: 'Service Accounts',
   runTokens: 'Run Tokens',
@@ -303,7 +373,14 @@ export function openApiDocument(): Record<string, unknown> {
       { name: TAG.domains, description: 'Custom domains and their assignment to apps.' },
       { name: TAG.accounts, description: 'Service accounts: the bearer tokens of this API.' },
       { name: TAG.runTokens, description: 'JWTs for the run endpoint.' },
-      { name: TAG.runs, description: 'Async run records, webhook delivery attempts, cancellation.' },
+      {
+        name: TAG.runs,
+        description: "Async run records with the function's result, webhook delivery attempts, cancellation.",
+      },
+      {
+        name: TAG.logs,
+        description: "An app's log lines from every replica, or followed as server-sent events.",
+      },
       { name: TAG.meta, description: 'This document.' },
     ],
     security: [{ bearerAuth: [] }],
@@ -402,32 +479,45 @@ export function openApiDocument(): Record<string, unknown> {
           jsonBody('CreateRunTokenRequest'),
         ),
       },
+      '/v2/projects/{project_id}/runs': {
+        get: op(
+          'listProjectRuns',
+          TAG.runs,
+          'Recent runs of every app of the project (or of `app`), newest first; results as metadata only',
+          [
+            P.project,
+            {
+              name: 'app',
+              in: 'query',
+              required: false,
+              description: 'Only runs of this app.',
+              schema: { type: 'string' },
+            },
+            stateParam,
+            limitParam,
+          ],
+          { '200': ok('The runs.', 'RunList') },
+        ),
+      },
+      '/v2/projects/{project_id}/runs/{run_id}': {
+        get: op(
+          'getProjectRun',
+          TAG.runs,
+          'A run by its id alone (run ids are unique in a project): as getRun',
+          [P.project, P.run],
+          { '200': ok('The run, with its result.', 'Run') },
+        ),
+        delete: op('cancelProjectRun', TAG.runs, 'Cancel a queued or running run', [P.project, P.run], {
+          '202': ok('Cancellation requested; the run worker stops the run.', 'Run'),
+          '409': errorResponse('The run has already finished.'),
+        }),
+      },
       '/v2/projects/{project_id}/apps/{app_name}/runs': {
         get: op(
           'listRuns',
           TAG.runs,
-          'Recent runs of an app, newest first',
-          [
-            P.project,
-            P.app,
-            {
-              name: 'state',
-              in: 'query',
-              required: false,
-              description: 'Only runs in this state.',
-              schema: {
-                type: 'string',
-                enum: ['queued', 'running', 'success', 'failure', 'timeout', 'cancelled'],
-              },
-            },
-            {
-              name: 'limit',
-              in: 'query',
-              required: false,
-              description: 'At most this many runs (default 20).',
-              schema: { type: 'integer', minimum: 1, maximum: 100 },
-            },
-          ],
+          'Recent runs of an app, newest first; results as metadata only',
+          [P.project, P.app, stateParam, limitParam],
           { '200': ok('The runs.', 'RunList') },
         ),
       },
@@ -435,16 +525,62 @@ export function openApiDocument(): Record<string, unknown> {
         get: op(
           'getRun',
           TAG.runs,
-          'A run: state, timestamps, error, webhook delivery attempts',
+          "A run: state, timestamps, error, the function's result, webhook delivery attempts",
           [P.project, P.app, P.run],
           {
-            '200': ok('The run.', 'Run'),
+            '200': ok('The run, with its result.', 'Run'),
           },
         ),
         delete: op('cancelRun', TAG.runs, 'Cancel a queued or running run', [P.project, P.app, P.run], {
           '202': ok('Cancellation requested; the run worker stops the run.', 'Run'),
           '409': errorResponse('The run has already finished.'),
         }),
+      },
+      '/v2/projects/{project_id}/apps/{app_name}/logs': {
+        get: op(
+          'getAppLogs',
+          TAG.logs,
+          "An app's log lines, every replica, oldest first; with follow=true, server-sent events",
+          [
+            P.project,
+            P.app,
+            {
+              name: 'since',
+              in: 'query',
+              required: false,
+              description: 'Only lines newer than this: a duration (30s, 10m, 2h, 1d) or an RFC 3339 time.',
+              schema: { type: 'string' },
+            },
+            {
+              name: 'tail',
+              in: 'query',
+              required: false,
+              description:
+                'Only the last N lines of each replica (at most APPHOST_MANAGEMENT_LOGS_MAX_LINES, 1000).',
+              schema: { type: 'integer', minimum: 1 },
+            },
+            {
+              name: 'follow',
+              in: 'query',
+              required: false,
+              description:
+                'true: answer text/event-stream: `event: log` (data: a LogLine) for each line, then new ones as they ' +
+                'are written, until the client goes away or the server ends the follow with `event: end` ' +
+                '(data: {"reason": "max_duration" | "slow_client" | "source_ended" | "source_failed"}).',
+              schema: { type: 'string', enum: ['true', 'false', '1', '0'] },
+            },
+          ],
+          {
+            '200': {
+              description:
+                'The lines (JSON), or with follow=true a server-sent event stream of LogLine events.',
+              content: {
+                'application/json': { schema: ref('LogLines') },
+                'text/event-stream': { schema: { type: 'string' } },
+              },
+            },
+          },
+        ),
       },
       '/openapi.json': {
         get: {

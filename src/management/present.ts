@@ -1,5 +1,5 @@
 /** Store and run records → the API's snake_case JSON shapes (documented in openapi.ts). */
-import type { RunRecord, WebhookDeliveryRecord } from '../shared/contracts/messaging.ts';
+import type { RunRecord, RunResult, WebhookDeliveryRecord } from '../shared/contracts/messaging.ts';
 import type { Domain, ServiceAccount } from './store/types.ts';
 
 export function presentDomain(d: Domain) {
@@ -37,7 +37,46 @@ export function presentDelivery(d: WebhookDeliveryRecord) {
   };
 }
 
-export function presentRun(r: RunRecord, delivery?: WebhookDeliveryRecord) {
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A run's result: its metadata, and (with `bytes`, i.e. on GET of one run) the kept body — parsed as
+ * `json` when the whole JSON response was kept, else `body` as UTF-8 text, or base64 for bytes that are
+ * not UTF-8. Kept bytes that are gone before their record (retention) are reported as `expired`.
+ */
+export function presentResult(r: RunResult, bytes?: Uint8Array | null) {
+  const base = {
+    state: r.kept,
+    ...(r.contentType ? { content_type: r.contentType } : {}),
+    size_bytes: r.sizeBytes,
+    kept_bytes: r.keptBytes,
+    ...(r.reason ? { reason: r.reason } : {}),
+  };
+  if (bytes === undefined || r.kept === 'dropped') return base;
+  if (bytes === null)
+    return { ...base, state: 'expired' as const, reason: 'the kept bytes are no longer stored' };
+  let text: string | undefined;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    return { ...base, encoding: 'base64' as const, body: Buffer.from(bytes).toString('base64') };
+  }
+  const type = (r.contentType ?? '').toLowerCase().split(';')[0]?.trim() ?? '';
+  if (r.kept === 'complete' && (type === 'application/json' || type.endsWith('+json'))) {
+    try {
+      return { ...base, encoding: 'json' as const, json: JSON.parse(text) as unknown };
+    } catch {
+      // not JSON after all: return it as text
+    }
+  }
+  return { ...base, encoding: 'utf8' as const, body: text };
+}
+
+/**
+ * `result`: omitted → the result's metadata only (lists); bytes → with the body; null → the bytes
+ * were looked for and are gone.
+ */
+export function presentRun(r: RunRecord, delivery?: WebhookDeliveryRecord, result?: Uint8Array | null) {
   return {
     run_id: r.runId,
     project_id: r.projectId,
@@ -52,6 +91,8 @@ export function presentRun(r: RunRecord, delivery?: WebhookDeliveryRecord) {
     ...(r.error ? { error: { code: r.error.code, message: r.error.message } } : {}),
     cancel_requested: r.cancelRequested === true,
     ...(r.webhookHost ? { webhook_host: r.webhookHost } : {}),
+    ...(r.streamed ? { streamed: true } : {}),
+    ...(r.result ? { result: presentResult(r.result, result) } : {}),
     ...(delivery ? { webhook_delivery: presentDelivery(delivery) } : {}),
   };
 }

@@ -6,8 +6,16 @@ import type { RunRecord, RunState, WebhookDeliveryRecord } from '../shared/contr
 
 export interface RunReader {
   get(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
-  /** Newest first. */
-  list(projectId: string, appName: string, opts: { state?: RunState; limit?: number }): Promise<RunRecord[]>;
+  /** A run of the project, whatever its app. */
+  find(projectId: string, runId: string): Promise<RunRecord | undefined>;
+  /** Newest first; every app of the project when `appName` is undefined. */
+  list(
+    projectId: string,
+    appName: string | undefined,
+    opts: { state?: RunState; limit?: number },
+  ): Promise<RunRecord[]>;
+  /** The kept bytes of a run's result. */
+  getResult(projectId: string, appName: string, runId: string): Promise<Uint8Array | undefined>;
   /** Marks the run for cancellation (the worker stops it); undefined when there is no such run. */
   requestCancel(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
 }

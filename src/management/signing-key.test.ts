@@ -35,7 +35,13 @@ describe('POST /run-tokens after a rotation', () => {
     const oldKid = before.keys[0]?.kid;
     const app = createManagementApi({
       store,
-      runs: { get: async () => undefined, list: async () => [], requestCancel: async () => undefined },
+      runs: {
+        get: async () => undefined,
+        find: async () => undefined,
+        list: async () => [],
+        getResult: async () => undefined,
+        requestCancel: async () => undefined,
+      },
       deliveries: { get: async () => undefined },
       log: silentLogger(),
       registry: new Registry(),

@@ -52,6 +52,7 @@ export const listRunsQuery = z.strictObject({
   state: z.enum(Object.values(RunState) as [RunState, ...RunState[]]).optional(),
   limit: z.coerce.number().int().min(1).max(100).optional(),
 });
+export const listProjectRunsQuery = listRunsQuery.extend({ app: resourceName.optional() });
 
 export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   const r = schema.safeParse(value);

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { RunJob, RunRecord } from '../shared/contracts/messaging.ts';
-import { finishRun, graceMs, queuedRecordFor, startRun, webhookResponse } from './outcome.ts';
+import {
+  finishRun,
+  graceMs,
+  isTextual,
+  keepResult,
+  queuedRecordFor,
+  startRun,
+  utf8Prefix,
+  webhookResponse,
+} from './outcome.ts';
 
 const job: RunJob = {
   v: 1,
@@ -60,7 +69,7 @@ describe('finishRun', () => {
   it('records status and error; never overwrites a terminal record', () => {
     const running = rec({ state: 'running', executions: 1 });
     expect(
-      finishRun(running, job, { state: 'success', status: 200, body: Buffer.from('{}') }, now),
+      finishRun(running, job, { state: 'success', status: 200, body: Buffer.from('{}'), size: 2 }, now),
     ).toMatchObject({
       state: 'success',
       responseStatus: 200,
@@ -92,6 +101,7 @@ describe('webhookResponse', () => {
         status: 500,
         contentType: 'application/json',
         body: Buffer.from('x'),
+        size: 1,
       }),
     ).toMatchObject({ status: 500, runStatus: 'failure' });
     expect(webhookResponse({ state: 'timeout', error: { code: 'timeout', message: 'm' } })).toMatchObject({
@@ -102,5 +112,88 @@ describe('webhookResponse', () => {
       webhookResponse({ state: 'failure', error: { code: 'upstream_unreachable', message: 'm' } }),
     ).toMatchObject({ status: 502, runStatus: 'failure' });
     expect(webhookResponse({ state: 'cancelled' })).toBeUndefined();
+  });
+});
+
+describe('keepResult', () => {
+  const json = (n: number) => Buffer.from(JSON.stringify({ s: 'x'.repeat(n) }));
+
+  it('keeps a response within the bound whole, with its content type and size', () => {
+    const body = json(100);
+    expect(keepResult({ contentType: 'application/json', body, size: body.length }, 1024)).toEqual({
+      result: {
+        kept: 'complete',
+        contentType: 'application/json',
+        sizeBytes: body.length,
+        keptBytes: body.length,
+      },
+      bytes: body,
+    });
+  });
+
+  it('a response of exactly the bound is complete; one byte more is not', () => {
+    const body = Buffer.alloc(64, 'a');
+    expect(keepResult({ contentType: 'text/plain', body, size: 64 }, 64).result.kept).toBe('complete');
+    const more = Buffer.alloc(65, 'a');
+    expect(keepResult({ contentType: 'text/plain', body: more, size: 65 }, 64).result).toMatchObject({
+      kept: 'truncated',
+      sizeBytes: 65,
+      keptBytes: 64,
+    });
+  });
+
+  it('marks a text response over the bound truncated, cut at a character boundary, and knows its full size', () => {
+    // "é" is 2 bytes: a cut after byte 5 of "aaaaé…" would split it.
+    const body = Buffer.from(`aaaa${'é'.repeat(10)}`);
+    const kept = keepResult({ contentType: 'text/plain; charset=utf-8', body, size: 5000 }, 5);
+    expect(kept.result).toEqual({
+      kept: 'truncated',
+      contentType: 'text/plain; charset=utf-8',
+      sizeBytes: 5000,
+      keptBytes: 4,
+    });
+    expect(kept.bytes?.toString('utf8')).toBe('aaaa');
+  });
+
+  it('drops a binary response over the bound, saying why', () => {
+    const r = keepResult({ contentType: 'image/png', body: Buffer.alloc(10), size: 10 }, 5);
+    expect(r.bytes).toBeUndefined();
+    expect(r.result).toMatchObject({ kept: 'dropped', sizeBytes: 10, keptBytes: 0 });
+    expect(r.result.reason).toMatch(/larger than the 5 bytes/);
+  });
+
+  it('treats a body read only in part (size larger than what was read) as over the bound', () => {
+    const r = keepResult({ contentType: 'application/json', body: Buffer.from('{"a":'), size: 10 }, 100);
+    expect(r.result.kept).toBe('truncated');
+  });
+
+  it.each([
+    ['application/json', true],
+    ['application/problem+json', true],
+    ['text/event-stream', true],
+    ['TEXT/HTML; charset=utf-8', true],
+    ['application/octet-stream', false],
+    [undefined, false],
+  ])('isTextual(%s) = %s', (t, want) => expect(isTextual(t)).toBe(want));
+
+  it('utf8Prefix never splits a multi-byte character', () => {
+    const b = Buffer.from('€€'); // 3 bytes each
+    expect([1, 2, 3, 4, 5, 6].map((n) => utf8Prefix(b, n))).toEqual([0, 0, 3, 3, 3, 6]);
+  });
+});
+
+describe('finishRun with a result', () => {
+  it('records the result metadata, and a text/event-stream response as streamed', () => {
+    const running = rec({ state: 'running', executions: 1 });
+    const outcome = { state: 'success' as const, status: 200, body: Buffer.from('data: 1\n\n'), size: 9 };
+    const sse = {
+      kept: 'complete' as const,
+      contentType: 'text/event-stream; charset=utf-8',
+      sizeBytes: 9,
+      keptBytes: 9,
+    };
+    expect(finishRun(running, job, outcome, now, sse)).toMatchObject({ result: sse, streamed: true });
+    const plain = { ...sse, contentType: 'application/json' };
+    expect(finishRun(running, job, outcome, now, plain)?.streamed).toBeUndefined();
   });
 });

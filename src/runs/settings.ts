@@ -14,6 +14,8 @@ export interface RunWorkerSettings {
   webhookPublishTimeoutMs: number;
   /** Largest response body kept for the webhook (larger responses are not forwarded; logged). */
   maxWebhookBodyBytes: number;
+  /** Largest part of a response the run record keeps as the run's result (over it: truncated or dropped, marked). */
+  maxResultBytes: number;
   /** Pause after a failed pull (e.g. NATS unreachable) before pulling again. */
   pullErrorBackoffMs: number;
 }
@@ -26,5 +28,6 @@ export const DEFAULT_RUN_WORKER_SETTINGS: RunWorkerSettings = {
   pullExpiresMs: 5_000,
   webhookPublishTimeoutMs: 5_000,
   maxWebhookBodyBytes: 768 * 1024,
+  maxResultBytes: 256 * 1024,
   pullErrorBackoffMs: 1_000,
 };

@@ -10,6 +10,7 @@ import {
   RunState,
   runCancelSubject,
   runKey,
+  runResultKey,
   TERMINAL_RUN_STATES,
 } from '../shared/contracts/messaging.ts';
 
@@ -27,8 +28,14 @@ export interface RunListOptions {
 
 export interface RunStore {
   get(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
-  /** Newest first. */
-  list(projectId: string, appName: string, opts?: RunListOptions): Promise<RunRecord[]>;
+  /** A run of the project whatever its app (a run id is unique in the project). */
+  find(projectId: string, runId: string): Promise<RunRecord | undefined>;
+  /** Newest first; every app of the project when `appName` is undefined. */
+  list(projectId: string, appName: string | undefined, opts?: RunListOptions): Promise<RunRecord[]>;
+  /** The kept bytes of a run's result (see RunRecord.result). */
+  getResult(projectId: string, appName: string, runId: string): Promise<Uint8Array | undefined>;
+  /** Stores the kept bytes of a run's result, before the record that points at them. */
+  putResult(projectId: string, appName: string, runId: string, bytes: Uint8Array): Promise<void>;
   /**
    * queued → `cancelled` at once (the worker then never starts it); running → `cancelRequested` and a
    * cancel announcement so the executing worker aborts the call and records `cancelled`; terminal →
@@ -83,10 +90,24 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
       return decode(await kv.get(runKey(projectId, appName, runId)));
     },
 
+    async find(projectId, runId) {
+      for await (const k of await kv.keys(runKey(projectId, '*', runId))) return decode(await kv.get(k));
+      return undefined;
+    },
+
+    async getResult(projectId, appName, runId) {
+      const e = await kv.get(runResultKey(projectId, appName, runId));
+      return e?.operation === 'PUT' ? e.value : undefined;
+    },
+
+    async putResult(projectId, appName, runId, bytes) {
+      await kv.put(runResultKey(projectId, appName, runId), bytes);
+    },
+
     async list(projectId, appName, opts = {}) {
       const limit = Math.min(Math.max(opts.limit ?? 100, 1), RUN_LIST_MAX_LIMIT);
       const keys: string[] = [];
-      for await (const k of await kv.keys(`${runKey(projectId, appName, '*')}`)) keys.push(k);
+      for await (const k of await kv.keys(runKey(projectId, appName ?? '*', '*'))) keys.push(k);
       const records: RunRecord[] = [];
       for (let i = 0; i < keys.length; i += RUN_LIST_READ_BATCH) {
         const batch = await Promise.all(keys.slice(i, i + RUN_LIST_READ_BATCH).map((k) => kv.get(k)));

@@ -15,7 +15,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
 import { callUpstream } from '../gateway/upstream.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
-import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/messaging.ts';
+import { RUNS_STREAM, type RunJob, type RunResult, runCancelSubject } from '../shared/contracts/messaging.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError } from '../shared/errors.ts';
 import type { Replicas } from '../shared/jetstream-replicas.ts';
@@ -23,7 +23,7 @@ import type { Logger } from '../shared/log.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
 import { ensureRunsInfrastructure } from './infrastructure.ts';
-import { finishRun, graceMs, type RunOutcome, startRun, webhookResponse } from './outcome.ts';
+import { finishRun, graceMs, keepResult, type RunOutcome, startRun, webhookResponse } from './outcome.ts';
 import type { RunWorkerSettings } from './settings.ts';
 import { createRunStore, type RunStore } from './store.ts';
 import { makeWebhookJob } from './webhook-job.ts';
@@ -214,12 +214,15 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     }
   }
 
-  /** Webhook job first, then the final record, then the ack: a crash in between redelivers, never drops. */
+  /**
+   * Webhook job first, then the result bytes, then the final record, then the ack: a crash in between
+   * redelivers, never drops; a record that names a result always finds its bytes.
+   */
   async function complete(msg: JsMsg, job: RunJob, outcome: RunOutcome, runLog: Logger): Promise<void> {
     const hook = webhookResponse(outcome);
     if (job.webhook && hook) {
       const webhookJob =
-        hook.body.length > settings.maxWebhookBodyBytes
+        ('size' in outcome ? outcome.size : hook.body.length) > settings.maxWebhookBodyBytes
           ? undefined
           : makeWebhookJob({
               requestId: job.requestId,
@@ -240,8 +243,32 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         await publishWebhookJob(js, webhookJob, settings.webhookPublishTimeoutMs);
       }
     }
-    await (store as RunStore).update(job.projectId, job.appName, job.requestId, (cur) =>
-      finishRun(cur, job, outcome, now()),
+    const s = store as RunStore;
+    let result: RunResult | undefined;
+    if ('body' in outcome) {
+      // Bounded by NATS too: a KV value is one message (a little room for the headers).
+      const kept = keepResult(outcome, Math.min(settings.maxResultBytes, maxPayload() - 4096));
+      result = kept.result;
+      if (kept.bytes) {
+        try {
+          await s.putResult(job.projectId, job.appName, job.requestId, kept.bytes);
+        } catch (err) {
+          // The function ran: storing its result must not make it run again.
+          runLog.warn(
+            { err, size: kept.bytes.length },
+            'could not store the run result; it is marked dropped',
+          );
+          result = { ...kept.result, kept: 'dropped', keptBytes: 0, reason: 'the run store did not take it' };
+        }
+      }
+      if (result.kept !== 'complete')
+        runLog.info(
+          { kept: result.kept, size: result.sizeBytes, keptBytes: result.keptBytes },
+          'run result over the bound',
+        );
+    }
+    await s.update(job.projectId, job.appName, job.requestId, (cur) =>
+      finishRun(cur, job, outcome, now(), result),
     );
     metrics.finished.inc({ state: outcome.state });
     runLog.info({ state: outcome.state }, 'run finished');
@@ -277,10 +304,11 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       });
       const chunks: Buffer[] = [];
       let size = 0;
+      const keep = Math.max(settings.maxWebhookBodyBytes, settings.maxResultBytes);
       for await (const chunk of res.body) {
-        // Keeps the chunk that crosses the limit, so `complete` sees an oversize body and does not
-        // forward a truncated one as if it were the whole response.
-        if (size <= settings.maxWebhookBodyBytes) chunks.push(chunk as Buffer);
+        // Reads to the end (the size is recorded) but keeps only what the webhook or the result can use,
+        // plus the chunk that crosses the bound.
+        if (size <= keep) chunks.push(chunk as Buffer);
         size += (chunk as Buffer).length;
       }
       const contentType = res.headers['content-type'];
@@ -290,6 +318,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         status: res.statusCode,
         ...(typeof contentType === 'string' ? { contentType } : {}),
         body: Buffer.concat(chunks),
+        size,
         ...(ok ? {} : { error: { code: 'function_failed', message: `the app answered ${res.statusCode}` } }),
       };
     } catch (err) {

@@ -4,7 +4,7 @@
  * wrote. Human output is checked for what a reader needs, `--json` output is parsed.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,6 +79,13 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'apphost-e2e-cli-'));
   const appsDir = join(dir, 'apps');
   cpSync(join(REPO, 'examples', 'apps'), appsDir, { recursive: true });
+  // An app whose answer size the test chooses, to cross the run record's result bound (256 KiB).
+  mkdirSync(join(appsDir, 'sized'));
+  writeFileSync(join(appsDir, 'sized', 'apphost.toml'), '[app]\nname = "sized"\n');
+  writeFileSync(
+    join(appsDir, 'sized', 'main.py'),
+    'def text(n: int = 10) -> dict:\n    return {"s": "x" * n}\n',
+  );
   configFile = join(dir, 'config.json');
   receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -271,6 +278,136 @@ describe('apphost runs', () => {
     const r = await cli(['runs', 'list', '--state', 'done']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/apphost runs list: --state must be one of/);
+  });
+});
+
+/** Runs `args` (an --async run) and waits until `runs get` shows it finished; returns the run (JSON). */
+async function asyncRun(args: string[]): Promise<Record<string, unknown> & { run_id: string }> {
+  const runId = (await ok([...args, '--async'])).trim();
+  return until(
+    `run ${runId} to finish`,
+    async () => {
+      const r = JSON.parse(await ok(['runs', 'get', runId, '--json']));
+      return ['success', 'failure', 'timeout', 'cancelled'].includes(r.state) ? r : undefined;
+    },
+    CLI_TIMEOUT_MS,
+  );
+}
+
+describe('run results', () => {
+  it("runs get (by id alone) returns the function's JSON result; the text view prints it", async () => {
+    const run = await asyncRun(['run', 'hello', 'run', '--data', '{"name": "result"}']);
+    expect(run.state).toBe('success');
+    expect(run.result).toMatchObject({
+      state: 'complete',
+      encoding: 'json',
+      json: { message: 'hello result' },
+    });
+    expect((run.result as { content_type: string }).content_type).toMatch(/application\/json/);
+    const text = await ok(['runs', 'get', run.run_id]);
+    expect(text).toMatch(/^state: +success$/m);
+    expect(text).toMatch(/result \(application\/json[^)]*\):\n\{\n {2}"message": "hello result"\n\}/);
+  });
+
+  it('keeps a large result that is within the bound whole', async () => {
+    const n = 200_000;
+    const run = await asyncRun(['run', 'sized', 'text', '--data', `{"n": ${n}}`]);
+    const result = run.result as { state: string; json: { s: string }; size_bytes: number };
+    expect(result.state).toBe('complete');
+    expect(result.json.s.length).toBe(n);
+    expect(result.size_bytes).toBe(JSON.stringify({ s: 'x'.repeat(n) }).length);
+  });
+
+  it('marks a result over the bound truncated (never silently cut), with its full size', async () => {
+    const n = 400_000;
+    const run = await asyncRun(['run', 'sized', 'text', '--data', `{"n": ${n}}`]);
+    const result = run.result as {
+      state: string;
+      size_bytes: number;
+      kept_bytes: number;
+      encoding: string;
+      body: string;
+    };
+    expect(result.state).toBe('truncated');
+    expect(result.size_bytes).toBeGreaterThan(n);
+    expect(result.kept_bytes).toBe(256 * 1024);
+    expect(result.encoding).toBe('utf8');
+    expect(result.body.length).toBe(256 * 1024);
+    expect(await ok(['runs', 'get', run.run_id])).toMatch(/TRUNCATED/);
+    // Lists carry the result's metadata only.
+    const list = JSON.parse(await ok(['runs', 'list', '--app', 'sized', '--json']));
+    const item = list.runs.find((r: { run_id: string }) => r.run_id === run.run_id);
+    expect(item.result).toEqual({
+      state: 'truncated',
+      content_type: (run.result as { content_type: string }).content_type,
+      size_bytes: result.size_bytes,
+      kept_bytes: result.kept_bytes,
+    });
+  });
+
+  it('records that a generator run streamed, with the events as its result', async () => {
+    const run = await asyncRun(['run', 'stream', 'run', '--data', '{"count": 2, "delay": 0}']);
+    expect(run.streamed).toBe(true);
+    const result = run.result as { content_type: string; body: string };
+    expect(result.content_type).toMatch(/^text\/event-stream/);
+    expect(result.body).toContain('data: {"n": 1, "of": 2}');
+    expect(result.body).toContain('data: {"n": 2, "of": 2}');
+  });
+
+  it('runs list without --app lists the runs of every app', async () => {
+    const list = JSON.parse(await ok(['runs', 'list', '--limit', '100', '--json']));
+    const apps = new Set(list.runs.map((r: { app_name: string }) => r.app_name));
+    expect(apps.has('hello')).toBe(true);
+    expect(apps.has('sized')).toBe(true);
+  });
+});
+
+describe('apphost logs', () => {
+  it("prints the app's lines labelled by replica; --json lines carry the call's request id", async () => {
+    const r = await cli(['run', 'hello', 'run', '--json']);
+    const requestId = JSON.parse(r.stdout).request_id as string;
+    const lines = await until(
+      'the call in the logs',
+      async () => {
+        const out = (await ok(['logs', 'hello', '--json']))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l));
+        return out.some((l) => l.request_id === requestId) ? out : undefined;
+      },
+      CLI_TIMEOUT_MS,
+    );
+    expect(lines.every((l: { replica: string }) => /^local-\d+$/.test(l.replica))).toBe(true);
+    const text = await ok(['logs', 'hello', '--tail', '3']);
+    expect(text.trim().split('\n')).toHaveLength(3);
+    expect(text).toMatch(/^\[local-\d+\] \d{4}-\d{2}-\d{2}T/m);
+  });
+
+  it('--follow prints new lines as they are written and stops on Ctrl-C', async () => {
+    const child = start(['logs', 'hello', '--follow', '--json', '--since', '1s']);
+    child.stdin?.end();
+    let stdout = '';
+    child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    // A call made after the follow started shows up in it.
+    let requestId = '';
+    await until(
+      'a followed line of a new call',
+      async () => {
+        if (!requestId)
+          requestId = JSON.parse((await cli(['run', 'hello', 'run', '--json'])).stdout).request_id;
+        return stdout.includes(`"request_id":"${requestId}"`);
+      },
+      CLI_TIMEOUT_MS,
+    );
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+  });
+
+  it('an unknown app is a 404 with the API message', async () => {
+    const r = await cli(['logs', 'nosuchapp']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/404 not_found: app nosuchapp not found/);
   });
 });
 

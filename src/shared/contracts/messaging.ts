@@ -16,6 +16,9 @@ export const webhookSubject = (projectId: string, appName: string) =>
 export const runCancelSubject = (runId: string) => `apphost.cancel.${runId}`;
 export const runKey = (projectId: string, appName: string, runId: string) =>
   `${projectId}.${appName}.${runId}`;
+/** Key of a run's kept response bytes, in the same bucket (so the same retention); one token deeper than runKey. */
+export const runResultKey = (projectId: string, appName: string, runId: string) =>
+  `${runKey(projectId, appName, runId)}.result`;
 
 /** An accepted async run, published to RUNS with `Nats-Msg-Id` = requestId. */
 export interface RunJob {
@@ -69,6 +72,24 @@ export interface RunRecord {
   cancelRequested?: boolean;
   /** Host of the webhook endpoint, when the run forwards its result (never the full URL's secrets). */
   webhookHost?: string;
+  /** The function's response, as far as it is kept; the bytes are under `runResultKey()`. */
+  result?: RunResult;
+  /** The app answered `text/event-stream`: the result holds the events as they were sent. */
+  streamed?: boolean;
+}
+
+/**
+ * What the run record keeps of the function's response (bounded by the worker's `maxResultBytes`):
+ * `complete` all of it; `truncated` the first `keptBytes` (text only, cut at a character boundary);
+ * `dropped` none (a non-text response over the bound, or bytes the store could not take: `reason`).
+ */
+export interface RunResult {
+  kept: 'complete' | 'truncated' | 'dropped';
+  contentType?: string;
+  /** Size of the whole response body. */
+  sizeBytes: number;
+  keptBytes: number;
+  reason?: string;
 }
 
 /** A delivery to perform, published to WEBHOOKS with `Nats-Msg-Id` = `webhook-<requestId>`. */

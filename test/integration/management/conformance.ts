@@ -73,7 +73,13 @@ export function conformanceSuite(name: string, getEnv: () => ApiEnv): void {
       }
       const app = createManagementApi({
         store: env.store,
-        runs: { get: async () => undefined, list: async () => [], requestCancel: async () => undefined },
+        runs: {
+          get: async () => undefined,
+          find: async () => undefined,
+          list: async () => [],
+          getResult: async () => undefined,
+          requestCancel: async () => undefined,
+        },
         deliveries: { get: async () => undefined },
         log: (await import('../../../src/shared/log.ts')).silentLogger(),
         registry: new (await import('prom-client')).Registry(),

@@ -55,9 +55,18 @@ export function memoryRuns(records: RunRecord[] = []): RunReader & { records: Ru
       const r = find(p, a, id);
       return r ? { ...r } : undefined;
     },
+    async find(p, id) {
+      const r = records_.find((x) => x.projectId === p && x.runId === id);
+      return r ? { ...r } : undefined;
+    },
+    async getResult() {
+      return undefined;
+    },
     async list(p, a, { state, limit }) {
       return records_
-        .filter((r) => r.projectId === p && r.appName === a && (!state || r.state === state))
+        .filter(
+          (r) => r.projectId === p && (a === undefined || r.appName === a) && (!state || r.state === state),
+        )
         .sort((x, y) => y.createdAt.localeCompare(x.createdAt))
         .slice(0, limit ?? 20)
         .map((r) => ({ ...r }));

@@ -1,0 +1,100 @@
+/**
+ * GET /v2/projects/{project_id}/apps/{app_name}/logs: an app's log lines from every replica, oldest
+ * first (JSON), or with `follow=true` as server-sent events until the client goes away or a bound ends
+ * the follow (then an `end` event says why).
+ */
+import { PassThrough } from 'node:stream';
+import type { Router } from '@koa/router';
+import { z } from 'zod';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { type HandlerDeps, param, projectScope } from '../context.ts';
+import { parseSince } from '../logs/parse.ts';
+import type { LogLine, LogQuery } from '../logs/types.ts';
+import { parseOrThrow, resourceName } from '../validation.ts';
+
+export const logsQuery = z.strictObject({
+  since: z
+    .string()
+    .regex(/^(\d+[smhd]|\d{4}-\d{2}-\d{2}T.+)$/, 'must be a duration (30s, 10m, 2h, 1d) or an RFC 3339 time')
+    .optional(),
+  tail: z.coerce.number().int().min(1).optional(),
+  follow: z.enum(['true', 'false', '1', '0']).optional(),
+});
+
+export function presentLogLine(l: LogLine) {
+  return {
+    ...(l.time ? { time: l.time } : {}),
+    replica: l.replica,
+    ...(l.stream ? { stream: l.stream } : {}),
+    message: l.message,
+    ...(l.requestId ? { request_id: l.requestId } : {}),
+  };
+}
+
+const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+export function registerLogRoutes(router: Router, deps: HandlerDeps): void {
+  router.get('getAppLogs', '/v2/projects/:project_id/apps/:app_name/logs', async (ctx) => {
+    const projectId = await projectScope(ctx, deps);
+    const appName = parseOrThrow(resourceName, param(ctx, 'app_name'), 'app_name');
+    const q = parseOrThrow(logsQuery, { ...ctx.query }, 'query');
+    const { settings } = deps;
+    const logs = deps.logs;
+    if (!logs) throw new ApiError(ErrorCode.NotFound, 'logs are not available on this server');
+    if (!(await deps.store.appExists(projectId, appName)))
+      throw new ApiError(ErrorCode.NotFound, `app ${appName} not found`);
+    const sinceMs = q.since === undefined ? undefined : parseSince(q.since, deps.clock.now());
+    if (q.since !== undefined && sinceMs === undefined)
+      throw new ApiError(ErrorCode.BadRequest, `invalid query: since: '${q.since}' is not an RFC 3339 time`);
+    const query: LogQuery = {
+      ...(sinceMs !== undefined ? { sinceMs } : {}),
+      tail: Math.min(q.tail ?? settings.logsMaxLines, settings.logsMaxLines),
+    };
+
+    if (q.follow !== 'true' && q.follow !== '1') {
+      const lines = await logs.read(projectId, appName, query, settings.logsMaxLines);
+      ctx.body = { lines: lines.map(presentLogLine) };
+      return;
+    }
+
+    // Follow: ends when the client goes away, at logsFollowMaxMs, or when the client reads too slowly.
+    const abort = new AbortController();
+    const out = new PassThrough();
+    const log = ctx.state.log as { info(o: object, m: string): void };
+    let reason = 'client_closed';
+    const end = (why: string) => {
+      if (abort.signal.aborted) return;
+      reason = why;
+      abort.abort();
+    };
+    ctx.res.once('close', () => end('client_closed'));
+    ctx.status = 200;
+    ctx.set('content-type', 'text/event-stream; charset=utf-8');
+    ctx.set('cache-control', 'no-cache');
+    ctx.set('x-accel-buffering', 'no');
+    ctx.body = out;
+    // A first comment sends the headers now, not with the first line (which may be long in coming).
+    out.write(': following\n\n');
+    const maxTimer = setTimeout(() => end('max_duration'), settings.logsFollowMaxMs);
+    const heartbeat = setInterval(() => out.write(': keep-alive\n\n'), settings.logsHeartbeatMs);
+    void (async () => {
+      try {
+        for await (const line of logs.follow(projectId, appName, query, abort.signal)) {
+          if (abort.signal.aborted) break;
+          out.write(sse('log', presentLogLine(line)));
+          if (out.writableLength > settings.logsMaxBufferedBytes) end('slow_client');
+        }
+        if (!abort.signal.aborted) reason = 'source_ended';
+      } catch (err) {
+        reason = (err as Error).name === 'FollowerTooSlowError' ? 'slow_client' : 'source_failed';
+        log.info({ err: (err as Error).message }, 'log follow ended');
+      } finally {
+        clearTimeout(maxTimer);
+        clearInterval(heartbeat);
+        if (reason !== 'client_closed') out.write(sse('end', { reason }));
+        out.end();
+        abort.abort();
+      }
+    })();
+  });
+}
