@@ -6,8 +6,12 @@ import {
 } from '../shared/contracts/messaging.ts';
 import { formatDuration, formatResult, formatTime, type ShownResult } from './format.ts';
 
-/** Fields later versions of the run record may carry (mode, result): shown when present. */
-export type RunRecordView = RunRecord & {
+/**
+ * Fields later versions of the run record may carry (mode, result): shown when present. The record's
+ * own `result` is metadata only (the kept bytes come from RunReader.getResult; management/present.ts
+ * presentResult() turns both into the API's shape).
+ */
+export type RunRecordView = Omit<RunRecord, 'result'> & {
   mode?: 'sync' | 'async';
   result?: { body?: string; bodyBase64?: string; contentType?: string };
 };
@@ -63,7 +67,7 @@ export interface RunRow {
   resultNote: string | undefined;
 }
 
-function timing(r: RunRecord, now: number): string {
+function timing(r: RunRecordView, now: number): string {
   const t = (s: string | undefined) => (s ? Date.parse(s) : Number.NaN);
   if (r.state === 'queued') return `queued for ${formatDuration(now - t(r.createdAt))}`;
   if (r.state === 'running') return `running for ${formatDuration(now - t(r.startedAt))}`;

@@ -59,8 +59,8 @@ export function createAppLogs(
         message: line,
         ...(requestId ? { requestId } : {}),
       };
-      let ring = rings.get(app);
-      if (!ring) rings.set(app, (ring = []));
+      const ring = rings.get(app) ?? [];
+      rings.set(app, ring);
       ring.push(entry);
       if (ring.length > settings.linesPerApp) ring.splice(0, ring.length - settings.linesPerApp);
       for (const f of followers.get(app) ?? []) {
@@ -79,8 +79,8 @@ export function createAppLogs(
     async *follow(p, app, q, signal) {
       if (p !== projectId) return;
       const f: Follower = { queue: select(app, q, settings.maxQueuedLines), overflow: false };
-      let set = followers.get(app);
-      if (!set) followers.set(app, (set = new Set()));
+      const set = followers.get(app) ?? new Set<Follower>();
+      followers.set(app, set);
       set.add(f);
       const onAbort = () => f.wake?.();
       signal.addEventListener('abort', onAbort, { once: true });

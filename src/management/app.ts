@@ -139,10 +139,12 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
       'request',
     );
   });
+  // The dashboard has its own `logs` (a stream URL); the API's log source is not it.
+  const { logs: _apiLogs, ...dashboardShared } = handlerDeps;
   if (deps.dashboard)
     app.use(
       createDashboard({
-        ...handlerDeps,
+        ...dashboardShared,
         log: deps.log,
         maxServiceAccountDays: settings.maxServiceAccountDays,
         ...deps.dashboard,

@@ -2,6 +2,7 @@
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, inject } from 'vitest';
 import { DOMAIN_ASSIGNMENT_PLURAL, GROUP, VERSION } from '../../../src/apis/v1alpha1/types.ts';
+import { createAppLogs } from '../../../src/local/app-logs.ts';
 import { createServiceAccount } from '../../../src/management/service-accounts.ts';
 import { createKubeStore } from '../../../src/management/store/kube.ts';
 import { applyProjectCrds } from '../../harness/crds.ts';
@@ -42,6 +43,7 @@ describe.skipIf(!haveKube)('management API on the real kube-apiserver', () => {
       store,
       runs: memoryRuns(seeded.runs),
       deliveries: memoryDeliveries(seeded.deliveries),
+      logs: createAppLogs(alpha),
     });
     const far = new Date('2099-01-01T00:00:00Z');
     const custom = kc.makeApiClient(CustomObjectsApi);

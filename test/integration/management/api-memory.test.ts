@@ -1,4 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
+import { createAppLogs } from '../../../src/local/app-logs.ts';
 import { createServiceAccount } from '../../../src/management/service-accounts.ts';
 import { createMemoryStore } from '../../../src/management/store/memory.ts';
 import { type ApiEnv, apiSuite, seedRuns } from './api-contract.ts';
@@ -14,6 +15,7 @@ beforeAll(async () => {
     store,
     runs: memoryRuns(seeded.runs),
     deliveries: memoryDeliveries(seeded.deliveries),
+    logs: createAppLogs('alpha'),
   });
   const far = new Date('2099-01-01T00:00:00Z');
   env = {

@@ -2,7 +2,6 @@
  * The logs route over local mode's log source (the real one `apphost dev` uses): read, follow as
  * server-sent events, a follow that ends when its client goes away, and the server's own bound on it.
  */
-import { type ClientRequest, type IncomingMessage, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAppLogs } from '../../../src/local/app-logs.ts';
 import { createServiceAccount } from '../../../src/management/service-accounts.ts';
