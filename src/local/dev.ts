@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { AppSpec, DomainAssignment } from '../apis/v1alpha1/types.ts';
 import { saveProfile } from '../cli/config-file.ts';
+import type { LogSource } from '../management/logs/types.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
 import type { ReadinessCheck } from '../shared/ops.ts';
