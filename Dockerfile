@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # The apphost platform image: one image, one entrypoint, `apphost <piece>` per Deployment
 # (operator | gateway | webhooks | management). Build: docker build -t ghcr.io/apphost/apphost:0.1.0 .
-ARG NODE_IMAGE=node:24-bookworm-slim
+# `make images` builds the same image without Docker (hack/images/build.ts): Debian bookworm, the same
+# pinned Node, user, layout (/app: dist/, production node_modules, crds/), entrypoint and ports.
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 # 1. Compile TypeScript with the full (dev) dependency set.
 FROM ${NODE_IMAGE} AS build

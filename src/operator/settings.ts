@@ -37,9 +37,12 @@ export interface OperatorSettings {
   shutdownTimeoutMs: number;
 }
 
+/** The cortex runtime image `make images` builds (hack/images/names.ts; checked by image-names.test.ts). */
+export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/apphost/runtime-python:0.1.0';
+
 export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
   return {
-    runtimeImage: 'ghcr.io/apphost/runtime-python:0.1.0',
+    runtimeImage: DEFAULT_RUNTIME_IMAGE,
     gatewayNamespace: 'apphost-system',
     gatewayService: 'apphost-gateway',
     gatewayPort: 80,
@@ -69,7 +72,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
 const int = (min: number) => z.coerce.number().int().min(min);
 
 const EnvSchema = z.object({
-  APPHOST_RUNTIME_IMAGE: z.string().min(1).default('ghcr.io/apphost/runtime-python:0.1.0'),
+  APPHOST_RUNTIME_IMAGE: z.string().min(1).default(DEFAULT_RUNTIME_IMAGE),
   APPHOST_GATEWAY_NAMESPACE: z.string().min(1).default('apphost-system'),
   APPHOST_GATEWAY_SERVICE: z.string().min(1).default('apphost-gateway'),
   APPHOST_GATEWAY_PORT: int(1).max(65535).default(80),
