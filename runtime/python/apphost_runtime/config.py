@@ -19,6 +19,7 @@ class Settings:
     max_body_bytes: int = 100 * 1024 * 1024
     max_concurrency: int = 0
     log_level: str = "info"
+    termination_log: str = "/dev/termination-log"
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -78,6 +79,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     p.add_argument(
         "--log-level", default=_env("APPHOST_LOG_LEVEL", "info"), help="[APPHOST_LOG_LEVEL] (info)"
     )
+    p.add_argument(
+        "--termination-log",
+        default=_env("APPHOST_TERMINATION_LOG", "/dev/termination-log"),
+        help="file that receives why start-up failed, if it exists (the kubelet creates it and shows it in "
+        "the pod status) [APPHOST_TERMINATION_LOG] (/dev/termination-log)",
+    )
     a = p.parse_args(argv)
     if not a.app_dir:
         p.error("--app-dir (or APPHOST_APP_DIR) is required")
@@ -98,4 +105,5 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         max_body_bytes=a.max_body_bytes,
         max_concurrency=a.max_concurrency,
         log_level=a.log_level,
+        termination_log=a.termination_log,
     )

@@ -51,6 +51,61 @@ def test_import_error_exits_nonzero_with_traceback(tmp_path, source, expected):
     assert "Uvicorn running" not in rt.stdout()
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "def ok():\n    return 1\n\ndef broken(:\n    pass\n",
+            ['main.py", line 4', "def broken(:", "^", "SyntaxError:"],
+        ),
+        (
+            "import os\n\nraise RuntimeError('kaboom at import time')\n",
+            ['main.py", line 3, in <module>', "RuntimeError: kaboom at import time"],
+        ),
+        ("import helper\n", ['helper.py", line 1, in <module>', "ZeroDivisionError: division by zero"]),
+    ],
+    ids=["syntax-error", "raises", "raises-in-sibling-module"],
+)
+def test_import_error_is_written_to_the_termination_log(tmp_path, source, expected):
+    """What Kubernetes shows as the container's last termination message (and the App's status names)."""
+    app = write_app(tmp_path / "broken", source, helper="x = 1 / 0\n")
+    log = tmp_path / "termination-log"
+    log.write_text("")  # the kubelet creates the file; the runtime only writes into it
+    rt = spawn(app, "--termination-log", str(log), tmp=tmp_path)
+    try:
+        assert rt.proc.wait(timeout=15) == 1
+    finally:
+        rt.stop()
+    message = log.read_text()
+    assert message.startswith(f"cannot import {app}/main.py:\n")
+    for part in expected:
+        assert part in message, message
+    assert "Traceback" not in message  # the error, not the runtime's own frames: those stay in the log
+    assert len(message.encode()) <= 4096
+
+
+def test_no_termination_log_is_created_outside_kubernetes(tmp_path):
+    app = write_app(tmp_path / "broken", "raise RuntimeError('x')\n")
+    log = tmp_path / "no-such-dir-file"
+    rt = spawn(app, "--termination-log", str(log), tmp=tmp_path)
+    try:
+        assert rt.proc.wait(timeout=15) == 1
+    finally:
+        rt.stop()
+    assert not log.exists()
+
+
+def test_a_long_error_keeps_its_end_within_the_kubelet_bound():
+    from apphost_runtime.__main__ import MAX_TERMINATION_MESSAGE_BYTES, termination_message
+
+    try:
+        raise ValueError("é" * 5000 + " the end")
+    except ValueError as e:
+        message = termination_message("/app", e)
+    assert len(message.encode()) <= MAX_TERMINATION_MESSAGE_BYTES
+    assert message.endswith(" the end")
+
+
 def _call_in_thread(url: str, path: str, body: dict, out: dict) -> threading.Thread:
     def run() -> None:
         try:
