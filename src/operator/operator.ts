@@ -8,7 +8,7 @@ import type { Registry } from 'prom-client';
 import type { App, DomainAssignment } from '../apis/v1alpha1/types.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
-import { appHandlers, ownedHandlers } from './app/controller.ts';
+import { appHandlers, ownedHandlers, podAppKey, podHandlers, slimPod } from './app/controller.ts';
 import { createAppReconciler } from './app/reconciler.ts';
 import { MANAGED_SELECTOR } from './app/resources/labels.ts';
 import { appToDomainHandlers, domainHandlers, ingressHandlers } from './domainassignment/controller.ts';
@@ -23,6 +23,7 @@ import {
   type Ingress,
   type KubeClient,
   type ObjectWithMeta,
+  type Pod,
   Resources,
   type Service,
 } from './runtime/kube-client.ts';
@@ -76,6 +77,7 @@ export function createOperator(deps: OperatorDeps): Operator {
   let domains!: Informer<DomainAssignment>;
   let deployments!: Informer<Deployment>;
   let services!: Informer<Service>;
+  let pods!: Informer<Pod>;
   let ingresses!: Informer<Ingress>;
 
   const appController: Controller = createController({
@@ -88,6 +90,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       apps: { get: (ns, n) => apps.get(ns, n) },
       deployments: { get: (ns, n) => deployments.get(ns, n) },
       services: { get: (ns, n) => services.get(ns, n) },
+      pods: { forApp: (ns, n) => pods.byIndex(`${ns}/${n}`) },
       client,
       events,
       settings: s,
@@ -121,6 +124,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     handlers: InformerHandlers<T>,
     labelSelector?: string,
     namespace: string | undefined = s.watchNamespace,
+    extra: Pick<Parameters<typeof createInformer<T>>[0], 'transform' | 'indexBy'> = {},
   ) =>
     createInformer<T>({
       client,
@@ -130,6 +134,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       handlers,
       log,
       ...(labelSelector ? { labelSelector } : {}),
+      ...extra,
     });
 
   apps = informer<App>(
@@ -139,6 +144,11 @@ export function createOperator(deps: OperatorDeps): Operator {
   domains = informer<DomainAssignment>(Resources.DomainAssignment, domainHandlers(enqueueDomain, allDomains));
   deployments = informer<Deployment>(Resources.Deployment, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
   services = informer<Service>(Resources.Service, ownedHandlers(enqueueApp), MANAGED_SELECTOR);
+  // Only the pods of our Deployments, slimmed, indexed by App: their status says why an App is not ready.
+  pods = informer<Pod>(Resources.Pod, podHandlers(enqueueApp), MANAGED_SELECTOR, s.watchNamespace, {
+    transform: slimPod,
+    indexBy: podAppKey,
+  });
   // Our Ingresses all live in the gateway's namespace.
   ingresses = informer<Ingress>(
     Resources.Ingress,
@@ -146,7 +156,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     MANAGED_SELECTOR,
     s.gatewayNamespace,
   );
-  const informers: Informer<ObjectWithMeta>[] = [apps, domains, deployments, services, ingresses];
+  const informers: Informer<ObjectWithMeta>[] = [apps, domains, deployments, services, pods, ingresses];
 
   const elector = createLeaderElector({
     client,

@@ -18,6 +18,8 @@ export interface OperatorSettings {
   ingressClass: string | undefined;
   /** Added to responseGracePeriodSeconds for terminationGracePeriodSeconds (time to flush and exit). */
   terminationGraceMarginSeconds: number;
+  /** How long an App container may take to answer its first probe before the kubelet restarts it. */
+  appStartupTimeoutSeconds: number;
   leaderElection: LeaderElectionSettings;
   /** Only watch and reconcile this namespace (single-tenant installs, tests); all namespaces when unset. */
   watchNamespace: string | undefined;
@@ -48,6 +50,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
     gatewayPort: 80,
     ingressClass: undefined,
     terminationGraceMarginSeconds: 10,
+    appStartupTimeoutSeconds: 300,
     leaderElection: {
       namespace: 'apphost-system',
       leaseName: 'apphost-operator',
@@ -93,6 +96,7 @@ const EnvSchema = z.object({
   APPHOST_OPERATOR_BACKOFF_MAX_MS: int(1).default(60_000),
   APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS: int(100).default(30_000),
   APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(0).default(10),
+  APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(1).max(3600).default(300),
 });
 
 export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSettings {
@@ -109,6 +113,7 @@ export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSetting
     gatewayPort: e.APPHOST_GATEWAY_PORT,
     ingressClass: e.APPHOST_INGRESS_CLASS || undefined,
     terminationGraceMarginSeconds: e.APPHOST_TERMINATION_GRACE_MARGIN_SECONDS,
+    appStartupTimeoutSeconds: e.APPHOST_APP_STARTUP_TIMEOUT_SECONDS,
     leaderElection: {
       namespace: e.APPHOST_OPERATOR_NAMESPACE,
       leaseName: e.APPHOST_OPERATOR_LEASE_NAME,

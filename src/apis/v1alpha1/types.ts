@@ -89,6 +89,8 @@ export interface AppSpec {
   env?: EnvVar[];
   /** Secrets whose keys all become environment variables. */
   envFromSecrets?: string[];
+  /** Mount the namespace's default ServiceAccount token into the pods (off: user code gets no API token). */
+  automountServiceAccountToken?: boolean;
   resources?: { cpu?: string; memory?: string; gpu?: number };
   scaling?: ScalingSpec;
   responseGracePeriodSeconds?: number;

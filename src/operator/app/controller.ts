@@ -1,8 +1,10 @@
 /** Wiring for Apps: which informer events enqueue which App keys. */
+import type { V1Container } from '@kubernetes/client-node';
 import type { App } from '../../apis/v1alpha1/types.ts';
 import type { InformerHandlers } from '../runtime/informer.ts';
 import { objectKey } from '../runtime/informer.ts';
-import type { ObjectWithMeta } from '../runtime/kube-client.ts';
+import type { ObjectWithMeta, Pod } from '../runtime/kube-client.ts';
+import { APP_LABEL } from './resources/labels.ts';
 
 /** The App that controls an owned object (Deployment, Service), by its controller owner reference. */
 export function ownerAppKey(obj: ObjectWithMeta): string | undefined {
@@ -22,4 +24,50 @@ export function ownedHandlers<T extends ObjectWithMeta>(enqueue: (key: string) =
     if (key) enqueue(key);
   };
   return { onAdd: add, onUpdate: add, onDelete: add };
+}
+
+/** The App a pod runs for, by its `apphost.dev/app` label (pods belong to ReplicaSets, not to the App). */
+export function podAppKey(pod: Pod): string | undefined {
+  const app = pod.metadata.labels?.[APP_LABEL];
+  return app && pod.metadata.namespace ? `${pod.metadata.namespace}/${app}` : undefined;
+}
+
+/** A pod's change (scheduled, pulled, crashed, ready) may change why its App is or is not ready. */
+export function podHandlers(enqueue: (key: string) => void): InformerHandlers<Pod> {
+  const add = (p: Pod) => {
+    const key = podAppKey(p);
+    if (key) enqueue(key);
+  };
+  return { onAdd: add, onUpdate: add, onDelete: add };
+}
+
+/**
+ * What the pod cache keeps: the fields status causes read. Pods are the most numerous objects
+ * watched; dropping managedFields, env, probes and the like keeps the operator's memory small.
+ */
+export function slimPod(pod: Pod): Pod {
+  const m = pod.metadata;
+  const images = (cs: V1Container[] | undefined) => cs?.map((c) => ({ name: c.name, image: c.image }));
+  return {
+    apiVersion: pod.apiVersion,
+    kind: pod.kind,
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      labels: m.labels?.[APP_LABEL] ? { [APP_LABEL]: m.labels[APP_LABEL] } : {},
+      ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
+    },
+    spec: {
+      containers: images(pod.spec?.containers) ?? [],
+      ...(pod.spec?.initContainers ? { initContainers: images(pod.spec.initContainers) } : {}),
+    },
+    status: {
+      phase: pod.status?.phase,
+      conditions: pod.status?.conditions,
+      containerStatuses: pod.status?.containerStatuses,
+      initContainerStatuses: pod.status?.initContainerStatuses,
+    },
+  } as Pod;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../apis/v1alpha1/types.ts';
 import { silentLogger } from '../../shared/log.ts';
-import type { Deployment, KubeObject, Service } from '../runtime/kube-client.ts';
+import type { Deployment, KubeObject, Pod, Service } from '../runtime/kube-client.ts';
 import { Resources } from '../runtime/kube-client.ts';
 import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
 import { createAppReconciler } from './reconciler.ts';
@@ -10,7 +10,11 @@ import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
 import { computeAppStatus } from './status.ts';
 
-const settings = { runtimeImage: 'runtime:1', terminationGraceMarginSeconds: 10 };
+const settings = {
+  runtimeImage: 'runtime:1',
+  terminationGraceMarginSeconds: 10,
+  appStartupTimeoutSeconds: 300,
+};
 const NOW = Date.parse('2026-01-01T00:00:00Z');
 const clock = { now: () => NOW, sleep: async () => {} };
 
@@ -50,12 +54,37 @@ interface Row {
   app: App | undefined;
   deployment?: Deployment;
   service?: Service;
+  pods?: Pod[];
   fail?: [verb: string, resource: string];
   wantWrites: string[];
   wantEvents?: string[];
-  wantReady?: { status: string; reason: string };
+  wantReady?: { status: string; reason: string; message?: string };
+  /** status.url after the reconcile (null: not published). */
+  wantUrl?: string | null;
   wantErr?: RegExp;
 }
+
+/** A pod of the App as the kubelet reports it after the runtime failed to import main.py. */
+const crashingPod: Pod = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'hello-abc', namespace: 'p1', labels: { 'apphost.dev/app': 'hello' } },
+  spec: { containers: [{ name: 'app', image: 'hello:1' }] },
+  status: {
+    phase: 'Running',
+    containerStatuses: [
+      {
+        name: 'app',
+        image: 'hello:1',
+        imageID: '',
+        ready: false,
+        restartCount: 1,
+        state: { waiting: { reason: 'CrashLoopBackOff' } },
+        lastState: { terminated: { exitCode: 1, message: 'SyntaxError: invalid syntax' } },
+      },
+    ],
+  },
+};
 
 const steady = (() => {
   const a = app();
@@ -71,6 +100,68 @@ const table: Row[] = [
     wantWrites: ['apply deployments hello', 'apply services hello', 'patch-status apps hello'],
     wantEvents: ['Normal Applied created Deployment hello', 'Normal Applied created Service hello'],
     wantReady: { status: 'False', reason: 'RolloutInProgress' },
+    wantUrl: null,
+  },
+  {
+    name: 'a crashing pod is named in Ready (and an Event), and no URL is published',
+    app: app(),
+    deployment: (() => {
+      const d = readyDeployment(app());
+      d.status = { observedGeneration: 1, replicas: 1, updatedReplicas: 1, unavailableReplicas: 1 };
+      return d;
+    })(),
+    service: makeService(app()),
+    pods: [crashingPod],
+    wantWrites: ['patch-status apps hello'],
+    wantEvents: ['Warning CrashLoopBackOff container "app" exited with code 1: SyntaxError: invalid syntax'],
+    wantReady: {
+      status: 'False',
+      reason: 'CrashLoopBackOff',
+      message: 'container "app" exited with code 1: SyntaxError: invalid syntax',
+    },
+    wantUrl: null,
+  },
+  {
+    name: 'a pod cause already reported is neither written nor recorded again',
+    app: (() => {
+      const a = app();
+      const d = readyDeployment(a);
+      d.status = { observedGeneration: 1, replicas: 1, updatedReplicas: 1, unavailableReplicas: 1 };
+      a.status = computeAppStatus(a, { deployment: d, pods: [crashingPod], url: appUrl(a), now: 't0' });
+      return a;
+    })(),
+    deployment: (() => {
+      const d = readyDeployment(app());
+      d.status = { observedGeneration: 1, replicas: 1, updatedReplicas: 1, unavailableReplicas: 1 };
+      return d;
+    })(),
+    service: makeService(app()),
+    pods: [crashingPod],
+    wantWrites: [],
+    wantEvents: [],
+  },
+  {
+    name: 'the first Ready publishes the URL',
+    app: app(),
+    deployment: readyDeployment(app()),
+    service: makeService(app()),
+    wantWrites: ['patch-status apps hello'],
+    wantReady: { status: 'True', reason: 'Ready' },
+    wantUrl: 'http://hello.p1.svc.cluster.local',
+  },
+  {
+    name: 'an App that has been Ready keeps its URL while a new rollout fails',
+    app: steady,
+    deployment: (() => {
+      const d = readyDeployment(steady);
+      d.status = { ...d.status, updatedReplicas: 0, replicas: 2 };
+      return d;
+    })(),
+    service: makeService(steady),
+    pods: [crashingPod],
+    wantWrites: ['patch-status apps hello'],
+    wantReady: { status: 'False', reason: 'CrashLoopBackOff' },
+    wantUrl: 'http://hello.p1.svc.cluster.local',
   },
   {
     name: 'a steady App makes no writes',
@@ -152,6 +243,7 @@ describe('App reconciler', () => {
       apps: { get: () => row.app },
       deployments: { get: () => row.deployment },
       services: { get: () => row.service },
+      pods: { forApp: () => row.pods ?? [] },
       client,
       events,
       settings,
@@ -165,12 +257,13 @@ describe('App reconciler', () => {
     if (row.wantEvents) {
       expect(events.events.map((e) => `${e.type} ${e.reason} ${e.message}`)).toEqual(row.wantEvents);
     }
+    const status = client.writes.find((w) => w.verb === 'patch-status')?.body as
+      | { status: { url?: string; conditions: Array<{ type: string; status: string; reason: string }> } }
+      | undefined;
     if (row.wantReady) {
-      const status = client.writes.find((w) => w.verb === 'patch-status')?.body as {
-        status: { conditions: Array<{ type: string; status: string; reason: string }> };
-      };
-      expect(status.status.conditions.find((c) => c.type === 'Ready')).toMatchObject(row.wantReady);
+      expect(status?.status.conditions.find((c) => c.type === 'Ready')).toMatchObject(row.wantReady);
     }
+    if (row.wantUrl !== undefined) expect(status?.status.url ?? null).toBe(row.wantUrl);
   });
 
   it('keeps lastTransitionTime when Ready does not flip', () => {
@@ -211,7 +304,7 @@ describe('App reconciler', () => {
           { type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'exceeded quota' },
         ],
       },
-      { status: 'False', reason: 'ReplicaFailure', message: 'exceeded quota' },
+      { status: 'False', reason: 'ReplicaFailure', message: 'pods cannot be created: exceeded quota' },
     ],
     [
       'a rollout in progress',

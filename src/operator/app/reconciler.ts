@@ -2,10 +2,10 @@
  * Level-triggered reconcile of one App: make its Deployment and Service match the spec (server-side
  * apply, only when the live object differs), then report status. Unchanged input → no writes at all.
  */
-import type { App } from '../../apis/v1alpha1/types.ts';
+import type { App, AppStatus } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
-import { kubeTime } from '../runtime/conditions.ts';
+import { findCondition, kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
@@ -13,15 +13,17 @@ import {
   type Deployment,
   type KubeClient,
   type ObjectWithMeta,
+  type Pod,
   Resources,
   type ResourceType,
   type Service,
 } from '../runtime/kube-client.ts';
 import { writeStatusIfChanged } from '../runtime/status-writer.ts';
+import { POD_CAUSE_REASONS } from './pod-causes.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
-import { AppReason, computeAppStatus, sameReconciledStatus } from './status.ts';
+import { AppReason, ConditionType, computeAppStatus, sameReconciledStatus } from './status.ts';
 
 export interface Lister<T> {
   get(namespace: string | undefined, name: string): T | undefined;
@@ -31,6 +33,8 @@ export interface AppReconcilerDeps {
   apps: Lister<App>;
   deployments: Lister<Deployment>;
   services: Lister<Service>;
+  /** The App's pods (those labelled with its name), from the cache. */
+  pods: { forApp(namespace: string, name: string): Pod[] };
   client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch'>;
   events: EventRecorder;
   settings: DeploymentSettings;
@@ -94,6 +98,15 @@ export function createAppReconciler(
     return applied;
   };
 
+  /** A newly seen pod cause (image, crash, ...) is also an Event: `kubectl describe app` shows it. */
+  const recordCause = async (app: App, status: AppStatus) => {
+    const next = findCondition(status.conditions, ConditionType.Ready);
+    const prev = findCondition(app.status?.conditions, ConditionType.Ready);
+    if (!next?.reason || !POD_CAUSE_REASONS.has(next.reason)) return;
+    if (prev?.reason === next.reason && prev.message === next.message) return;
+    await deps.events.record(app, EventType.Warning, next.reason, next.message ?? next.reason);
+  };
+
   const writeStatus = (app: App, status: ReturnType<typeof computeAppStatus>) =>
     writeStatusIfChanged(deps.client, Resources.App, app, status, sameReconciledStatus);
 
@@ -143,7 +156,10 @@ export function createAppReconciler(
       ).catch((statusErr) => deps.log.warn({ key, err: String(statusErr) }, 'could not write App status'));
       throw err;
     }
-    await writeStatus(app, computeAppStatus(app, { deployment, url, now }));
+    const pods = deps.pods.forApp(namespace, name);
+    const status = computeAppStatus(app, { deployment, pods, url, now });
+    await recordCause(app, status);
+    await writeStatus(app, status);
     return undefined;
   };
 }

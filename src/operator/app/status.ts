@@ -1,25 +1,28 @@
 /**
  * App status as named transitions: Ready summarises whether the App's Deployment has rolled out with
- * every replica ready, and says why not (stuck rollout, replica failures, name conflict, apply error).
+ * every replica ready, and says why not (what its pods show, stuck rollout, replica failures, name
+ * conflict, apply error).
  */
 
 import type { V1DeploymentStatus } from '@kubernetes/client-node';
+import { AppReadyReason } from '../../apis/v1alpha1/app-reasons.ts';
 import type { App, AppStatus, Condition } from '../../apis/v1alpha1/types.ts';
-import { setCondition } from '../runtime/conditions.ts';
+import { findCondition, setCondition } from '../runtime/conditions.ts';
 import { canonicalJson } from '../runtime/desired-state.ts';
-import type { Deployment } from '../runtime/kube-client.ts';
+import type { Deployment, Pod } from '../runtime/kube-client.ts';
+import { podFailureCause } from './pod-causes.ts';
 
 export const ConditionType = { Ready: 'Ready' } as const;
 
 export const AppReason = {
-  Ready: 'Ready',
-  Pending: 'DeploymentPending',
-  RollingOut: 'RolloutInProgress',
-  RolloutStuck: 'ProgressDeadlineExceeded',
-  ReplicaFailure: 'ReplicaFailure',
-  NameConflict: 'NameConflict',
-  ReconcileFailed: 'ReconcileFailed',
-  ScaledToZero: 'ScaledToZero',
+  Ready: AppReadyReason.Ready,
+  Pending: AppReadyReason.DeploymentPending,
+  RollingOut: AppReadyReason.RolloutInProgress,
+  RolloutStuck: AppReadyReason.ProgressDeadlineExceeded,
+  ReplicaFailure: AppReadyReason.ReplicaFailure,
+  NameConflict: AppReadyReason.NameConflict,
+  ReconcileFailed: AppReadyReason.ReconcileFailed,
+  ScaledToZero: AppReadyReason.ScaledToZero,
 } as const;
 
 /** Why the Deployment is or is not ready, as a Ready condition (without its transition time). */
@@ -50,7 +53,7 @@ export function deploymentReadiness(dep: Deployment | undefined): Omit<Condition
       type: 'Ready',
       status: 'False',
       reason: AppReason.ReplicaFailure,
-      message: failure.message ?? 'replicas cannot be created',
+      message: `pods cannot be created: ${failure.message ?? failure.reason ?? 'unknown reason'}`,
     };
   }
   const gen = dep.metadata.generation ?? 0;
@@ -92,15 +95,33 @@ export function deploymentReadiness(dep: Deployment | undefined): Omit<Condition
   };
 }
 
+/**
+ * Ready from the Deployment, and when that is not True, the cause its pods show (an image pull
+ * error, a crash, ...) in place of the Deployment's less specific reason.
+ */
+export function appReadiness(
+  deployment: Deployment | undefined,
+  pods: readonly Pod[],
+  previous: Condition | undefined,
+): Omit<Condition, 'lastTransitionTime'> {
+  const ready = deploymentReadiness(deployment);
+  if (ready.status === 'True') return ready;
+  const cause = podFailureCause(pods, previous);
+  return cause ? { type: ConditionType.Ready, status: 'False', ...cause } : ready;
+}
+
 export function computeAppStatus(
   app: App,
   opts: {
     deployment: Deployment | undefined;
+    /** The App's pods (from the cache); none when unknown. */
+    pods?: readonly Pod[];
     url: string;
     now: string;
     failure?: { reason: string; message: string };
   },
 ): AppStatus {
+  const previous = findCondition(app.status?.conditions, ConditionType.Ready);
   const ready = opts.failure
     ? {
         type: ConditionType.Ready,
@@ -108,8 +129,11 @@ export function computeAppStatus(
         reason: opts.failure.reason,
         message: opts.failure.message,
       }
-    : deploymentReadiness(opts.deployment);
+    : appReadiness(opts.deployment, opts.pods ?? [], previous);
   const st: V1DeploymentStatus = opts.deployment?.status ?? {};
+  // A URL is a promise that calls are served: published once the App has been Ready, then kept
+  // (a later rollout of a broken image still has the old replicas serving).
+  const served = ready.status === 'True' || Boolean(app.status?.url);
   return {
     observedGeneration: app.metadata.generation ?? 0,
     conditions: setCondition(
@@ -117,7 +141,7 @@ export function computeAppStatus(
       { ...ready, observedGeneration: app.metadata.generation ?? 0 },
       opts.now,
     ),
-    url: opts.url,
+    ...(served ? { url: opts.url } : {}),
     readyReplicas: st.readyReplicas ?? 0,
     replicas: st.replicas ?? 0,
   };

@@ -95,4 +95,55 @@ describe('informer', () => {
     await inf.stop();
     expect(new Set(resynced)).toEqual(new Set(['a']));
   });
+
+  it('caches transformed objects and keeps an index in step with adds, moves and deletes', async () => {
+    const labelled = (name: string, rv: string, app: string): KubeObject => ({
+      metadata: { name, namespace: 'n', resourceVersion: rv, labels: { app } },
+      spec: { large: 'x'.repeat(100) },
+    });
+    let release: () => void = () => {};
+    const { client } = scripted(
+      [[labelled('p1', '1', 'x'), labelled('p2', '1', 'x'), labelled('p3', '1', 'y')]],
+      [
+        async (emit, signal) => {
+          emit({ type: 'MODIFIED', object: labelled('p2', '2', 'y') });
+          emit({ type: 'DELETED', object: labelled('p3', '3', 'y') });
+          await new Promise<void>((r) => {
+            release = r;
+            signal.addEventListener('abort', () => r());
+          });
+        },
+      ],
+    );
+    const seen: unknown[] = [];
+    const inf = createInformer<KubeObject>({
+      client,
+      type,
+      settings: {
+        resyncPeriodMs: 60_000,
+        watchTimeoutSeconds: 30,
+        backoff: { baseDelayMs: 10, maxDelayMs: 20 },
+      },
+      log: silentLogger(),
+      handlers: { onUpdate: (o) => seen.push(o.metadata) },
+      transform: (o) => ({ metadata: { name: o.metadata.name, namespace: 'n', labels: o.metadata.labels } }),
+      indexBy: (o) => o.metadata.labels?.app,
+    });
+    inf.start();
+    await inf.waitForSync();
+    await waitUntil(() => inf.get('n', 'p3') === undefined, 10_000);
+    const names = (v: string) =>
+      inf
+        .byIndex(v)
+        .map((o) => o.metadata.name)
+        .sort();
+    expect(names('x')).toEqual(['p1']);
+    expect(names('y')).toEqual(['p2']);
+    expect(names('z')).toEqual([]);
+    // Handlers and the cache see the transformed object only.
+    expect(seen).toEqual([{ name: 'p2', namespace: 'n', labels: { app: 'y' } }]);
+    expect(inf.get('n', 'p1')).not.toHaveProperty('spec');
+    release();
+    await inf.stop();
+  });
 });

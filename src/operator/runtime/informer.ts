@@ -25,6 +25,8 @@ export interface InformerHandlers<T extends ObjectWithMeta> {
 export interface Informer<T extends ObjectWithMeta> {
   get(namespace: string | undefined, name: string): T | undefined;
   list(): T[];
+  /** Cached objects whose `indexBy` value is `value` (none without an `indexBy`). */
+  byIndex(value: string): T[];
   /** True once the first list has filled the cache. */
   synced(): boolean;
   /** Resolves once synced (or on stop). */
@@ -45,10 +47,41 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
   settings: InformerSettings;
   handlers: InformerHandlers<T>;
   log: Logger;
+  /** Applied to every object before it is cached and handed on: keep only what readers use. */
+  transform?: (obj: T) => T;
+  /** One secondary index: objects by this value (e.g. the App a pod belongs to). */
+  indexBy?: (obj: T) => string | undefined;
 }): Informer<T> {
   const { client, type, settings, handlers } = opts;
+  const transform = opts.transform ?? ((o: T) => o);
   const log = opts.log.child({ informer: type.plural, namespace: opts.namespace ?? '*' });
-  const cache = new Map<string, T>();
+  const store = new Map<string, T>();
+  const index = new Map<string, Set<string>>();
+  const unindex = (key: string, obj: T) => {
+    const v = opts.indexBy?.(obj);
+    if (v === undefined) return;
+    const keys = index.get(v);
+    keys?.delete(key);
+    if (keys?.size === 0) index.delete(v);
+  };
+  /** The object store and its index, changed together. */
+  const cache = {
+    get: (key: string) => store.get(key),
+    set(key: string, obj: T) {
+      const old = store.get(key);
+      if (old) unindex(key, old);
+      store.set(key, obj);
+      const v = opts.indexBy?.(obj);
+      if (v !== undefined) index.set(v, (index.get(v) ?? new Set()).add(key));
+    },
+    delete(key: string) {
+      const old = store.get(key);
+      if (old) unindex(key, old);
+      store.delete(key);
+    },
+    entries: () => store.entries(),
+    values: () => store.values(),
+  };
   const abort = new AbortController();
   let isSynced = false;
   let resolveSynced: () => void = () => {};
@@ -78,7 +111,8 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
   const relist = async (): Promise<string> => {
     const { items, resourceVersion } = await client.list<T>(type, selector);
     const seen = new Set<string>();
-    for (const obj of items) {
+    for (const item of items) {
+      const obj = transform(item);
       const key = objectKey(obj);
       seen.add(key);
       const old = cache.get(key);
@@ -86,7 +120,7 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
       if (!old) handlers.onAdd?.(obj);
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) handlers.onUpdate?.(obj, old);
     }
-    for (const [key, old] of cache) {
+    for (const [key, old] of [...cache.entries()]) {
       if (!seen.has(key)) {
         cache.delete(key);
         handlers.onDelete?.(old);
@@ -112,7 +146,7 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
           timeoutSeconds: settings.watchTimeoutSeconds,
           signal: abort.signal,
           onEvent: (ev) => {
-            const obj = { ...ev.object, apiVersion: type.apiVersion, kind: type.kind } as T;
+            const obj = transform({ ...ev.object, apiVersion: type.apiVersion, kind: type.kind } as T);
             rv = obj.metadata.resourceVersion ?? rv;
             if (ev.type === 'BOOKMARK') return;
             const key = objectKey(obj);
@@ -148,6 +182,7 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
   return {
     get: (namespace, name) => cache.get(namespace ? `${namespace}/${name}` : name),
     list: () => [...cache.values()],
+    byIndex: (value) => [...(index.get(value) ?? [])].flatMap((k) => store.get(k) ?? []),
     synced: () => isSynced,
     waitForSync: () =>
       Promise.race([

@@ -12,6 +12,8 @@ import {
   type V1DeploymentSpec,
   type V1DeploymentStatus,
   type V1IngressSpec,
+  type V1PodSpec,
+  type V1PodStatus,
   type V1ServiceSpec,
 } from '@kubernetes/client-node';
 import { fetch } from 'undici';
@@ -52,6 +54,11 @@ export interface Service extends KubeObject {
 }
 export interface Ingress extends KubeObject {
   spec: V1IngressSpec;
+}
+/** Pods are only read (their status says why an App is not ready). */
+export interface Pod extends KubeObject {
+  spec?: V1PodSpec;
+  status?: V1PodStatus;
 }
 /** Lease times are MicroTime strings on the wire (client-node's model types them as Date). */
 export interface LeaseSpec {
@@ -100,6 +107,7 @@ export const Resources = {
   },
   Deployment: { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
   Service: { apiVersion: 'v1', kind: 'Service', plural: 'services', namespaced: true },
+  Pod: { apiVersion: 'v1', kind: 'Pod', plural: 'pods', namespaced: true },
   Ingress: { apiVersion: 'networking.k8s.io/v1', kind: 'Ingress', plural: 'ingresses', namespaced: true },
   Lease: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', plural: 'leases', namespaced: true },
   Event: { apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true },

@@ -15,7 +15,15 @@ import {
   type Service,
 } from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
-import { applyCrds, eventually, kubectl, type TestOperator, testClient, testOperator } from './helpers.ts';
+import {
+  applyCrds,
+  eventually,
+  kubectl,
+  reconcileCount,
+  type TestOperator,
+  testClient,
+  testOperator,
+} from './helpers.ts';
 
 const kc = testKubeConfig();
 let client: KubeClient;
@@ -196,10 +204,20 @@ describe('App → Deployment and Service', () => {
     });
     expect(c.env).toContainEqual({ name: 'GREETING', value: 'hi' });
     expect(c.envFrom).toEqual([{ secretRef: { name: 'hello-secrets' } }]);
-    expect(c.volumeMounts).toEqual([{ name: 'code', mountPath: '/app', readOnly: true }]);
+    expect(c.volumeMounts).toEqual([
+      { name: 'code', mountPath: '/app', readOnly: true },
+      { name: 'tmp', mountPath: '/tmp' },
+    ]);
     expect(pod.volumes).toEqual([
       expect.objectContaining({ name: 'code', configMap: expect.objectContaining({ name: 'hello-code' }) }),
+      { name: 'tmp', emptyDir: {} },
     ]);
+    expect(c.startupProbe).toMatchObject({ httpGet: { path: '/ready', port: 'http' }, periodSeconds: 1 });
+    expect(c.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
 
     const svc = (await getSvc('hello'))!;
     expect(svc.spec.selector).toEqual({ 'apphost.dev/app': 'hello' });
@@ -219,9 +237,9 @@ describe('App → Deployment and Service', () => {
         ),
       );
     });
-    await eventually('status with URL and not-ready reason', async () => {
+    await eventually('status with a not-ready reason and no URL before the App has been Ready', async () => {
       const a = await getApp('hello');
-      return a?.status?.url === `http://hello.${ns}.svc.cluster.local` && readyOf(a)?.status !== 'True';
+      return Boolean(readyOf(a)) && readyOf(a)?.status !== 'True' && a?.status?.url === undefined;
     });
   });
 
@@ -234,6 +252,7 @@ describe('App → Deployment and Service', () => {
     });
     const a = await getApp('hello');
     expect(a?.status?.observedGeneration).toBe(a?.metadata.generation);
+    expect(a?.status?.url).toBe(`http://hello.${ns}.svc.cluster.local`);
   });
 
   it('kubectl shows READY, URL, DESIRED, REPLICAS, AGE, and finds Apps by short name and category', async () => {
@@ -393,8 +412,3 @@ describe('App → Deployment and Service', () => {
     );
   });
 });
-
-async function reconcileCount(o: TestOperator): Promise<number> {
-  const m = await o.registry.getSingleMetric('apphost_operator_reconciles_total')?.get();
-  return (m?.values ?? []).filter((v) => v.labels.controller === 'app').reduce((s, v) => s + v.value, 0);
-}

@@ -5,7 +5,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
 import { createOperator, type Operator } from '../../../src/operator/operator.ts';
-import { createHttpKubeClient, type KubeClient } from '../../../src/operator/runtime/kube-client.ts';
+import {
+  createHttpKubeClient,
+  type KubeClient,
+  Resources,
+  type Service,
+} from '../../../src/operator/runtime/kube-client.ts';
+import type { LeaderElectionSettings } from '../../../src/operator/runtime/leader-election.ts';
 import { defaultOperatorSettings, type OperatorSettings } from '../../../src/operator/settings.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { binaryPath } from '../../harness/binaries.ts';
@@ -39,7 +45,9 @@ export interface TestOperator {
 export function testOperator(
   kc: KubeConfig,
   namespace: string,
-  overrides: Partial<OperatorSettings> = {},
+  overrides: Partial<Omit<OperatorSettings, 'leaderElection'>> & {
+    leaderElection?: Partial<LeaderElectionSettings>;
+  } = {},
   identity = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
 ): TestOperator {
   const base = defaultOperatorSettings();
@@ -83,4 +91,44 @@ export function testOperator(
 
 export async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = CONVERGE_MS) {
   await waitFor(what, check, timeoutMs, 200);
+}
+
+/**
+ * Stands in for a kubelet (the test control plane has no node): writes `status` onto every pod of
+ * the App, once the ReplicaSet has created them. Answers false while there is no pod yet.
+ */
+export async function setPodsStatus(
+  client: KubeClient,
+  namespace: string,
+  appName: string,
+  status: (now: string) => Record<string, unknown>,
+): Promise<boolean> {
+  const pods = await client.list(Resources.Pod, { namespace, labelSelector: `apphost.dev/app=${appName}` });
+  if (pods.items.length === 0) return false;
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  for (const pod of pods.items) {
+    await client.mergePatch(
+      Resources.Pod,
+      { namespace, name: pod.metadata.name },
+      { status: status(now) },
+      'status',
+    );
+  }
+  return true;
+}
+
+/** Reconciles of Apps this operator has run (any result). */
+export async function reconcileCount(o: TestOperator): Promise<number> {
+  const m = await o.registry.getSingleMetric('apphost_operator_reconciles_total')?.get();
+  return (m?.values ?? []).filter((v) => v.labels.controller === 'app').reduce((s, v) => s + v.value, 0);
+}
+
+/** A stand-in gateway Service (domain Ingresses route to it and are owned by it). */
+export async function createGatewayService(client: KubeClient, namespace: string, name: string) {
+  return client.create<Service>(Resources.Service, {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace },
+    spec: { selector: { app: name }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+  });
 }

@@ -18,7 +18,7 @@ let ns: string;
 const running: TestOperator[] = [];
 
 const start = async (identity: string, releaseOnStop = true) => {
-  const o = testOperator(kc, ns, { leaderElection: { releaseOnStop } as never }, identity);
+  const o = testOperator(kc, ns, { leaderElection: { releaseOnStop } }, identity);
   running.push(o);
   await o.operator.start();
   return o;

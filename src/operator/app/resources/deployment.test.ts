@@ -2,10 +2,14 @@ import { describe, expect, it } from 'vitest';
 import type { App } from '../../../apis/v1alpha1/types.ts';
 import { APPLIED_HASH_ANNOTATION } from '../../runtime/desired-state.ts';
 import type { Deployment } from '../../runtime/kube-client.ts';
-import { makeDeployment } from './deployment.ts';
+import { hardenPod, makeDeployment } from './deployment.ts';
 import { makeService } from './service.ts';
 
-const settings = { runtimeImage: 'ghcr.io/apphost/runtime-python:0.1.0', terminationGraceMarginSeconds: 10 };
+const settings = {
+  runtimeImage: 'ghcr.io/apphost/runtime-python:0.1.0',
+  terminationGraceMarginSeconds: 10,
+  appStartupTimeoutSeconds: 300,
+};
 const app = (spec: App['spec']): App => ({
   apiVersion: 'apphost.dev/v1alpha1',
   kind: 'App',
@@ -35,8 +39,14 @@ describe('makeDeployment', () => {
       '--grace-seconds',
       '900',
     ]);
-    expect(c.volumeMounts).toEqual([{ name: 'code', mountPath: '/app', readOnly: true }]);
-    expect(pod(d).volumes).toEqual([{ name: 'code', configMap: { name: 'code-1' } }]);
+    expect(c.volumeMounts).toEqual([
+      { name: 'code', mountPath: '/app', readOnly: true },
+      { name: 'tmp', mountPath: '/tmp' },
+    ]);
+    expect(pod(d).volumes).toEqual([
+      { name: 'code', configMap: { name: 'code-1' } },
+      { name: 'tmp', emptyDir: {} },
+    ]);
     expect(c.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
     expect(c.livenessProbe?.httpGet).toEqual({ path: '/health', port: 'http' });
     expect(pod(d).terminationGracePeriodSeconds).toBe(910);
@@ -46,8 +56,8 @@ describe('makeDeployment', () => {
   it('cortex with code baked into the image: no volume', () => {
     const d = makeDeployment(app({ runtime: 'cortex', image: 'me/app:3' }), settings);
     expect(first(d).image).toBe('me/app:3');
-    expect(pod(d).volumes).toBeUndefined();
-    expect(first(d).volumeMounts).toBeUndefined();
+    expect(pod(d).volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    expect(first(d).volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
   });
 
   it('custom: entrypoint, port and probe paths from the spec', () => {
@@ -71,6 +81,63 @@ describe('makeDeployment', () => {
     const a = app({ runtime: 'cortex', image: 'x:1', scaling });
     if (desired !== undefined) a.status = { desiredReplicas: desired };
     expect(makeDeployment(a, settings).spec.replicas).toBe(want);
+  });
+
+  it.each<[string, App['spec']]>([
+    ['cortex', { runtime: 'cortex', code: { configMapRef: { name: 'c' } } }],
+    ['custom', { runtime: 'custom', image: 'me/srv:1', port: 9000 }],
+  ])('%s pods meet Pod Security "restricted", init containers included', (_n, spec) => {
+    const d = makeDeployment(app(spec), settings);
+    // What the deploy init container looks like to the builder: added before hardening.
+    const p = hardenPod(app(spec), {
+      ...pod(d),
+      initContainers: [{ name: 'fetch-code', image: 'apphost:1' }],
+    });
+    expect(p.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(p.automountServiceAccountToken).toBe(false);
+    for (const c of [...p.initContainers!, ...p.containers]) {
+      expect(c.securityContext).toEqual({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
+      expect(c.terminationMessagePolicy).toBe('FallbackToLogsOnError');
+      expect(c.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    }
+    for (const vol of p.volumes ?? []) expect(vol.hostPath).toBeUndefined();
+    // The builder's own output is already hardened.
+    expect(pod(d).securityContext).toEqual(p.securityContext);
+    expect(first(d).securityContext).toEqual(p.containers[0]?.securityContext);
+  });
+
+  it('an App may opt in to the ServiceAccount token', () => {
+    const d = makeDeployment(
+      app({ runtime: 'cortex', image: 'x:1', automountServiceAccountToken: true }),
+      settings,
+    );
+    expect(pod(d).automountServiceAccountToken).toBe(true);
+  });
+
+  it('a startup probe every second, bounded by the startup timeout, gates readiness and liveness', () => {
+    const c = container(app({ runtime: 'cortex', image: 'x:1' }));
+    expect(c.startupProbe).toEqual({
+      httpGet: { path: '/ready', port: 'http' },
+      periodSeconds: 1,
+      failureThreshold: 300,
+    });
+    expect(c.livenessProbe?.initialDelaySeconds).toBeUndefined();
+    const custom = first(
+      makeDeployment(app({ runtime: 'custom', image: 'me/srv:1', port: 80, readinessPath: '/rz' }), {
+        ...settings,
+        appStartupTimeoutSeconds: 45,
+      }),
+    );
+    expect(custom.startupProbe).toMatchObject({ httpGet: { path: '/rz' }, failureThreshold: 45 });
   });
 
   it('custom without entrypoint keeps the image entrypoint', () => {
@@ -103,6 +170,7 @@ describe('makeDeployment', () => {
     });
     expect(c.env).toEqual([
       { name: 'APPHOST_APP_NAME', value: 'hello' },
+      { name: 'HOME', value: '/tmp' },
       { name: 'A', value: '1' },
       { name: 'B', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } },
     ]);
