@@ -11,7 +11,12 @@ import type { Logger } from '../shared/log.ts';
 import { appHandlers, ownedHandlers, podAppKey, podHandlers, slimPod } from './app/controller.ts';
 import { createAppReconciler } from './app/reconciler.ts';
 import { MANAGED_SELECTOR } from './app/resources/labels.ts';
-import { appToDomainHandlers, domainHandlers, ingressHandlers } from './domainassignment/controller.ts';
+import {
+  appToDomainHandlers,
+  domainHandlers,
+  gatewayServiceHandlers,
+  ingressHandlers,
+} from './domainassignment/controller.ts';
 import { createDomainReconciler } from './domainassignment/reconciler.ts';
 import { type Controller, createController } from './runtime/controller.ts';
 import { createEventRecorder } from './runtime/events.ts';
@@ -79,6 +84,7 @@ export function createOperator(deps: OperatorDeps): Operator {
   let services!: Informer<Service>;
   let pods!: Informer<Pod>;
   let ingresses!: Informer<Ingress>;
+  let gatewayServices!: Informer<Service>;
 
   const appController: Controller = createController({
     name: 'app',
@@ -108,6 +114,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       domains: { get: (ns, n) => domains.get(ns, n), list: () => domains.list() },
       apps: { get: (ns, n) => apps.get(ns, n) },
       ingresses: { get: (ns, n) => ingresses.get(ns, n) },
+      gatewayService: () => gatewayServices.get(s.gatewayNamespace, s.gatewayService),
       client,
       events,
       settings: s,
@@ -156,7 +163,22 @@ export function createOperator(deps: OperatorDeps): Operator {
     MANAGED_SELECTOR,
     s.gatewayNamespace,
   );
-  const informers: Informer<ObjectWithMeta>[] = [apps, domains, deployments, services, pods, ingresses];
+  // The gateway Service owns our Ingresses; the namespace holds a handful of Services.
+  gatewayServices = informer<Service>(
+    Resources.Service,
+    gatewayServiceHandlers(s.gatewayService, enqueueDomain, allDomains),
+    undefined,
+    s.gatewayNamespace,
+  );
+  const informers: Informer<ObjectWithMeta>[] = [
+    apps,
+    domains,
+    deployments,
+    services,
+    pods,
+    ingresses,
+    gatewayServices,
+  ];
 
   const elector = createLeaderElector({
     client,

@@ -58,3 +58,22 @@ export function ingressHandlers<T extends ObjectWithMeta>(
   };
   return { onAdd: add, onUpdate: add, onDelete: add };
 }
+
+/** The gateway Service (re)appearing or going changes the owner of every domain's Ingress. */
+export function gatewayServiceHandlers<T extends ObjectWithMeta>(
+  serviceName: string,
+  enqueue: (key: string) => void,
+  all: () => DomainAssignment[],
+): InformerHandlers<T> {
+  const touch = (o: T) => {
+    if (o.metadata.name !== serviceName) return;
+    for (const d of all()) enqueue(objectKey(d));
+  };
+  return {
+    onAdd: touch,
+    onDelete: touch,
+    onUpdate: (o, old) => {
+      if (o.metadata.uid !== old.metadata.uid) touch(o);
+    },
+  };
+}

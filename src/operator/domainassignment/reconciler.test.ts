@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import { silentLogger } from '../../shared/log.ts';
-import { type Ingress, type KubeObject, Resources } from '../runtime/kube-client.ts';
+import { type Ingress, type KubeObject, Resources, type Service } from '../runtime/kube-client.ts';
 import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
 import { createDomainReconciler } from './reconciler.ts';
-import { FINALIZER, ingressName, makeIngress } from './resources/ingress.ts';
+import { ingressName, LEGACY_FINALIZER, makeIngress } from './resources/ingress.ts';
 
 const settings = {
   gatewayNamespace: 'gw',
@@ -27,7 +27,6 @@ function da(
       uid: 'd1',
       generation: 1,
       resourceVersion: '5',
-      finalizers: [FINALIZER],
       creationTimestamp: '2026-01-01T00:00:00Z',
       ...meta,
     },
@@ -41,22 +40,36 @@ const app = (name: string): App => ({
   spec: { runtime: 'cortex', image: 'x' },
 });
 
+const gatewayService: Service = {
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name: 'gateway', namespace: 'gw', uid: 'gw-uid' },
+  spec: {},
+};
+
 interface Row {
   name: string;
   domain: DomainAssignment;
   others?: DomainAssignment[];
   apps?: string[];
   ingress?: Ingress;
+  gateway?: Service;
   wantWrites: string[];
   wantReason?: string;
 }
 
 const table: Row[] = [
   {
-    name: 'adds the cleanup finalizer first, and nothing else',
-    domain: da({ appName: 'alpha' }, { finalizers: [] }),
+    name: 'removes the finalizer of earlier versions first, and nothing else',
+    domain: da({ appName: 'alpha' }, { finalizers: [LEGACY_FINALIZER] }),
     apps: ['alpha'],
     wantWrites: ['patch domainassignments dom-1'],
+  },
+  {
+    name: 'adds no finalizer',
+    domain: da({ appName: '' }),
+    wantWrites: ['patch-status domainassignments dom-1'],
+    wantReason: 'Unassigned',
   },
   {
     name: 'an assigned domain gets its Ingress and Ready=Routed',
@@ -110,10 +123,28 @@ const table: Row[] = [
     wantReason: 'Routed',
   },
   {
-    name: 'deletion removes the Ingress, then the finalizer',
+    name: 'a domain being deleted loses its Ingress',
     domain: da({ appName: 'alpha' }, { deletionTimestamp: '2026-01-03T00:00:00Z' }),
     ingress: makeIngress(da({ appName: 'alpha' }), settings),
-    wantWrites: ['delete ingresses domain-p1.dom-1', 'patch domainassignments dom-1'],
+    wantWrites: ['delete ingresses domain-p1.dom-1'],
+  },
+  {
+    name: 'a domain being deleted with the old finalizer: the finalizer goes first (the delete follows)',
+    domain: da(
+      { appName: 'alpha' },
+      { deletionTimestamp: '2026-01-03T00:00:00Z', finalizers: [LEGACY_FINALIZER] },
+    ),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    wantWrites: ['patch domainassignments dom-1'],
+  },
+  {
+    name: 'with a gateway Service, the Ingress is owned by it',
+    domain: da({ appName: 'alpha' }),
+    apps: ['alpha'],
+    gateway: gatewayService,
+    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    wantWrites: ['apply ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
+    wantReason: 'Routed',
   },
 ];
 
@@ -130,6 +161,7 @@ describe('DomainAssignment reconciler', () => {
       },
       apps: { get: (_ns, name) => (row.apps?.includes(name) ? app(name) : undefined) },
       ingresses: { get: (_ns, name) => (row.ingress?.metadata.name === name ? row.ingress : undefined) },
+      gatewayService: () => row.gateway,
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -138,6 +170,12 @@ describe('DomainAssignment reconciler', () => {
     });
     await reconcile('p1/dom-1');
     expect(client.writes.map((w) => `${w.verb} ${w.resource} ${w.name}`)).toEqual(row.wantWrites);
+    const applied = client.writes.find((w) => w.verb === 'apply')?.body as Ingress | undefined;
+    if (applied) {
+      expect(applied.metadata.ownerReferences).toEqual(
+        row.gateway ? [{ apiVersion: 'v1', kind: 'Service', name: 'gateway', uid: 'gw-uid' }] : undefined,
+      );
+    }
     if (row.wantReason) {
       const st = client.stored(Resources.DomainAssignment, { namespace: 'p1', name: 'dom-1' })?.status as
         | DomainAssignment['status']
@@ -146,14 +184,15 @@ describe('DomainAssignment reconciler', () => {
     }
   });
 
-  it('the finalizer patch removes only ours and is a compare-and-swap', async () => {
+  it("the old finalizer's removal leaves others' and is a compare-and-swap", async () => {
     const client = createFakeKubeClient();
-    const d = da({ appName: '' }, { deletionTimestamp: 'x', finalizers: ['other', FINALIZER] });
+    const d = da({ appName: '' }, { deletionTimestamp: 'x', finalizers: ['other', LEGACY_FINALIZER] });
     client.seed(Resources.DomainAssignment, d as unknown as KubeObject);
     await createDomainReconciler({
       domains: { get: () => d, list: () => [d] },
       apps: { get: () => undefined },
       ingresses: { get: () => undefined },
+      gatewayService: () => undefined,
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -180,6 +219,7 @@ describe("an Ingress of the same name that is not this domain's", () => {
       apps: { get: (_ns, name) => app(name) },
       // Unlabelled, so not in our cache: only a lookup finds it.
       ingresses: { get: () => undefined },
+      gatewayService: () => undefined,
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -198,7 +238,7 @@ describe("an Ingress of the same name that is not this domain's", () => {
   it('is not deleted when the domain goes', async () => {
     const { client, result } = await run(da({ appName: 'alpha' }, { deletionTimestamp: 'x' }));
     await result;
-    expect(client.writes.map((w) => `${w.verb} ${w.resource}`)).toEqual(['patch domainassignments']);
+    expect(client.writes).toEqual([]);
   });
 });
 

@@ -1,7 +1,9 @@
 /**
  * Level-triggered reconcile of one DomainAssignment: an assigned domain whose App exists gets an
- * Ingress rule to the gateway; an unassigned one (or one whose App is missing) gets none. The Ingress
- * lives in the gateway namespace, so a finalizer removes it when the DomainAssignment is deleted.
+ * Ingress rule to the gateway; an unassigned, deleted or missing one (or one whose App is missing)
+ * gets none. The Ingress lives in the gateway namespace, out of reach of an owner reference to the
+ * domain, so its removal is level-triggered rather than held by a finalizer (which made deleting a
+ * project namespace hang whenever the operator was not running, e.g. after an uninstall).
  */
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
@@ -12,13 +14,19 @@ import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { type Ingress, isNotFound, type KubeClient, Resources } from '../runtime/kube-client.ts';
+import {
+  type Ingress,
+  isNotFound,
+  type KubeClient,
+  Resources,
+  type Service,
+} from '../runtime/kube-client.ts';
 import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import {
   DOMAIN_ASSIGNMENT_ANNOTATION,
-  FINALIZER,
   type IngressSettings,
   ingressName,
+  LEGACY_FINALIZER,
   legacyIngressName,
   makeIngress,
 } from './resources/ingress.ts';
@@ -35,6 +43,8 @@ export interface DomainReconcilerDeps {
   domains: Lister<DomainAssignment> & { list(): DomainAssignment[] };
   apps: Lister<App>;
   ingresses: Lister<Ingress>;
+  /** The gateway Service, if it exists: our Ingresses are owned by it, so they go with it. */
+  gatewayService: () => Service | undefined;
   client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch' | 'delete'>;
   events: EventRecorder;
   settings: IngressSettings;
@@ -115,7 +125,7 @@ export function createDomainReconciler(
     const da = deps.domains.get(namespace, name);
     await removeLegacyRoute({ metadata: { namespace, name } });
     if (!da) {
-      // Deleted without our finalizer running (e.g. finalizer removed by hand): clean up anyway.
+      // Deleted (while the operator ran, or before it started): its route goes.
       await removeRoute({
         apiVersion: 'apphost.dev/v1alpha1',
         kind: 'DomainAssignment',
@@ -124,24 +134,19 @@ export function createDomainReconciler(
       });
       return undefined;
     }
+    // No finalizer: deleting a domain (or its namespace) never waits for the operator. The route is
+    // removed level-triggered instead — here, on the delete event, and at every start (each Ingress
+    // of ours brings its domain's key back; a missing domain means its Ingress goes).
     const finalizers = da.metadata.finalizers ?? [];
-    if (da.metadata.deletionTimestamp) {
-      if (!finalizers.includes(FINALIZER)) return undefined;
-      if (await removeRoute(da, true)) {
-        await deps.events.record(
-          da,
-          EventType.Normal,
-          DomainEventReason.RouteRemoved,
-          `removed the route for ${da.spec.hostname}`,
-        );
-      }
+    if (finalizers.includes(LEGACY_FINALIZER)) {
       try {
+        // resourceVersion makes this a compare-and-swap: a concurrent change is retried, never lost.
         await deps.client.mergePatch(
           Resources.DomainAssignment,
           { namespace, name },
           {
             metadata: {
-              finalizers: finalizers.filter((f) => f !== FINALIZER),
+              finalizers: finalizers.filter((f) => f !== LEGACY_FINALIZER),
               resourceVersion: da.metadata.resourceVersion,
             },
           },
@@ -150,18 +155,18 @@ export function createDomainReconciler(
         // Already gone: an earlier pass (seen through a stale cache) removed the finalizer.
         if (!isNotFound(err)) throw err;
       }
+      // The update (or delete) event brings the domain back; continue from there.
       return undefined;
     }
-    if (!finalizers.includes(FINALIZER)) {
-      // resourceVersion makes this a compare-and-swap: a concurrent change is retried, never lost.
-      await deps.client.mergePatch(
-        Resources.DomainAssignment,
-        { namespace, name },
-        {
-          metadata: { finalizers: [...finalizers, FINALIZER], resourceVersion: da.metadata.resourceVersion },
-        },
-      );
-      // The update event brings the object back with the finalizer; continue from there.
+    if (da.metadata.deletionTimestamp) {
+      if (await removeRoute(da, true)) {
+        await deps.events.record(
+          da,
+          EventType.Normal,
+          DomainEventReason.RouteRemoved,
+          `removed the route for ${da.spec.hostname}`,
+        );
+      }
       return undefined;
     }
 
@@ -211,7 +216,7 @@ export function createDomainReconciler(
         await writeStatus(da, ready);
         return undefined;
       }
-      const desired = makeIngress(da, deps.settings);
+      const desired = makeIngress(da, deps.settings, deps.gatewayService());
       const ref = ingressRef(da);
       // The cache holds only labelled Ingresses: look before creating, and never take over another's.
       const live =

@@ -7,13 +7,21 @@ import type { DomainAssignment } from '../../../src/apis/v1alpha1/types.ts';
 import { ingressName } from '../../../src/operator/domainassignment/resources/ingress.ts';
 import { type Ingress, type KubeClient, Resources } from '../../../src/operator/runtime/kube-client.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
-import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
+import {
+  applyCrds,
+  createGatewayService,
+  eventually,
+  type TestOperator,
+  testClient,
+  testOperator,
+} from './helpers.ts';
 
 const kc = testKubeConfig();
 let client: KubeClient;
 let ns: string;
 let gatewayNs: string;
 let op: TestOperator;
+let gatewayServiceUid: string | undefined;
 
 const ref = (name: string) => ({ namespace: ns, name });
 const ingressRef = (name: string) => ({
@@ -38,6 +46,7 @@ beforeAll(async () => {
   client = testClient(kc);
   ns = await createTestNamespace(kc, 'op-domain', { 'apphost.dev/project': 'proj-op-domain' });
   gatewayNs = await createTestNamespace(kc, 'op-gateway');
+  gatewayServiceUid = (await createGatewayService(client, gatewayNs, 'gw')).metadata.uid;
   op = testOperator(kc, ns, { gatewayNamespace: gatewayNs, gatewayService: 'gw', ingressClass: 'nginx' });
   await op.operator.start();
   await eventually('operator leads', async () => op.operator.isLeader());
@@ -77,11 +86,16 @@ describe('DomainAssignment → Ingress', () => {
       'apphost.dev/app': 'alpha',
       'apphost.dev/domain-assignment': `${ns}/dom-1`,
     });
+    // Owned by the gateway Service, so an uninstall that deletes it takes every route along.
+    expect(ing.metadata.ownerReferences).toEqual([
+      { apiVersion: 'v1', kind: 'Service', name: 'gw', uid: gatewayServiceUid },
+    ]);
     await eventually(
       'dom-1 Ready=True Routed',
       async () => ready(await domain('dom-1'))?.reason === 'Routed',
     );
-    expect((await domain('dom-1'))?.metadata.finalizers).toContain('apphost.dev/domain-cleanup');
+    // No finalizer: deleting the domain or its namespace never waits for the operator.
+    expect((await domain('dom-1'))?.metadata.finalizers ?? []).toEqual([]);
   });
 
   it('reassigning follows the new app; changing the hostname moves the rule', async () => {
@@ -156,7 +170,7 @@ describe('DomainAssignment → Ingress', () => {
     expect({ writes: await op.writes(), versions: await versions() }).toEqual(before);
   });
 
-  it('deleting a domain removes its rule through the finalizer', async () => {
+  it('deleting a domain removes its rule', async () => {
     await client.delete(Resources.DomainAssignment, ref('dom-1'));
     await eventually(
       'Ingress and domain gone',

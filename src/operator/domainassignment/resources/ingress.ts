@@ -1,13 +1,14 @@
 /**
  * The Ingress for an assigned DomainAssignment: its hostname → the gateway Service (the gateway maps
  * the Host header to the app). It lives in the gateway's namespace, because an Ingress can only send
- * traffic to a Service of its own namespace; hence no owner reference and a cleanup finalizer instead.
+ * traffic to a Service of its own namespace, and is owned by that Service: uninstalling the platform
+ * (which deletes the gateway Service) garbage-collects every domain route, with no operator running.
  */
 import { createHash } from 'node:crypto';
 import type { DomainAssignment } from '../../../apis/v1alpha1/types.ts';
 import { MANAGED_BY } from '../../app/resources/labels.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { Ingress } from '../../runtime/kube-client.ts';
+import type { Ingress, Service } from '../../runtime/kube-client.ts';
 
 export interface IngressSettings {
   gatewayNamespace: string;
@@ -16,7 +17,8 @@ export interface IngressSettings {
   ingressClass: string | undefined;
 }
 
-export const FINALIZER = 'apphost.dev/domain-cleanup';
+/** The finalizer earlier versions put on DomainAssignments; the operator now removes it. */
+export const LEGACY_FINALIZER = 'apphost.dev/domain-cleanup';
 /** On the Ingress: which DomainAssignment (namespace/name) it serves. */
 export const DOMAIN_ASSIGNMENT_ANNOTATION = 'apphost.dev/domain-assignment';
 export const APP_ANNOTATION = 'apphost.dev/app';
@@ -45,8 +47,11 @@ export function legacyIngressName(da: { metadata: { namespace?: string; name: st
   return boundedName(`domain-${da.metadata.namespace}-${da.metadata.name}`.toLowerCase());
 }
 
-export function makeIngress(da: DomainAssignment, s: IngressSettings): Ingress {
+export function makeIngress(da: DomainAssignment, s: IngressSettings, gateway?: Service): Ingress {
   const host = da.spec.hostname;
+  const owner = gateway?.metadata.uid
+    ? [{ apiVersion: 'v1', kind: 'Service', name: gateway.metadata.name, uid: gateway.metadata.uid }]
+    : undefined;
   return withIntentHash({
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
@@ -63,6 +68,9 @@ export function makeIngress(da: DomainAssignment, s: IngressSettings): Ingress {
         [APP_ANNOTATION]: da.spec.appName ?? '',
         [APP_NAMESPACE_ANNOTATION]: da.metadata.namespace ?? '',
       },
+      // Not a controller reference, and not blocking the Service's deletion (that would need a
+      // finalizer permission on Services): it only ties the Ingress's lifetime to the gateway's.
+      ...(owner ? { ownerReferences: owner } : {}),
     },
     spec: {
       ...(s.ingressClass ? { ingressClassName: s.ingressClass } : {}),
