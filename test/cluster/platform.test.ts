@@ -3,86 +3,39 @@
  * through the cluster's ingress, with the Host a user would send, to pods running the images
  * `make images` built.
  */
-import { join } from 'node:path';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage } from 'node:http';
 import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../harness/process.ts';
 import {
-  API_HOST,
   clusterKubeConfig,
   createProject,
+  exposeToPods,
   ingressRequest,
   kubectl,
-  kubectlApply,
-  MANAGEMENT_HOST,
   PLATFORM_NAMESPACE,
 } from './fixture.ts';
-import { REPO } from './platform.ts';
+import { call, deployConfigMapApp, firstOk, management, runToken, serviceAccountToken } from './user.ts';
 
-/** Bound on an App becoming Ready (image present: pod start + runtime import). */
-const APP_READY_TIMEOUT_MS = 120_000;
-
-/** A service-account token, made the way docs/install.md says: the CLI inside the management pod. */
-async function serviceAccountToken(project: string): Promise<string> {
-  const out = await kubectl(
-    '-n',
-    PLATFORM_NAMESPACE,
-    'exec',
-    'deploy/apphost-management',
-    '--',
-    'node',
-    'dist/cli/main.js',
-    'create-service-account',
-    '--project',
-    project,
-    '--name',
-    'e2e',
-    '--expires',
-    new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10),
-  );
-  return JSON.parse(out.trim().split('\n').at(-1) as string).token;
-}
-
-async function runToken(project: string, saToken: string): Promise<string> {
-  const res = await ingressRequest(MANAGEMENT_HOST, `/v2/projects/${project}/run-tokens`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${saToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ expires_at: new Date(Date.now() + 86_400_000).toISOString() }),
-  });
-  const text = await res.body.text();
-  expect(res.statusCode, text).toBe(201);
-  return (JSON.parse(text) as { token: string }).token;
-}
-
-/** An App whose code comes from a ConfigMap, as the README's "Cluster install" shows. */
-async function deployExampleApp(project: string, app: string): Promise<void> {
-  await kubectl(
-    '-n',
-    project,
-    'create',
-    'configmap',
-    `${app}-code`,
-    `--from-file=main.py=${join(REPO, 'examples', 'apps', app, 'main.py')}`,
-  );
-  await kubectlApply(
-    project,
-    `apiVersion: apphost.dev/v1alpha1
-kind: App
-metadata: {name: ${app}}
-spec: {runtime: cortex, code: {configMapRef: {name: ${app}-code}}}
-`,
-  );
-}
+/** Bound on a webhook delivery or a domain route change becoming visible. */
+const CONVERGE_MS = 60_000;
 
 describe('apphost installed with helm on a real cluster', () => {
   let kc: KubeConfig;
   let project: string;
+  let saToken: string;
   let token: string;
 
   beforeAll(async () => {
     kc = clusterKubeConfig();
     project = await createProject(kc);
-    token = await runToken(project, await serviceAccountToken(project));
+    saToken = await serviceAccountToken(project);
+    token = await runToken(project, saToken);
+  });
+
+  afterAll(async () => {
+    await kubectl('delete', 'namespace', project, '--wait=false').catch(() => {});
   });
 
   it('runs every platform piece Ready, with the chart probes', async () => {
@@ -103,37 +56,119 @@ describe('apphost installed with helm on a real cluster', () => {
 
   it('serves a sync call of an App through the ingress', async () => {
     const t0 = Date.now();
-    await deployExampleApp(project, 'hello');
-    await kubectl(
-      '-n',
-      project,
-      'wait',
-      '--for=condition=Ready',
-      'app/hello',
-      `--timeout=${APP_READY_TIMEOUT_MS / 1000}s`,
-    );
-    let status = 0;
-    let body = '';
-    await waitFor(
-      'first 200 from hello through the ingress',
-      async () => {
-        const res = await ingressRequest(API_HOST, `/v4/${project}/hello/run`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ name: 'cluster' }),
-        });
-        status = res.statusCode;
-        body = await res.body.text();
-        return status === 200;
-      },
-      APP_READY_TIMEOUT_MS,
-      250,
-    ).catch((err) => {
-      throw new Error(`${err}; last answer ${status} ${body}`);
-    });
+    await deployConfigMapApp(project, 'hello', 'hello');
+    const body = await firstOk(token, `/v4/${project}/hello/run`, { name: 'cluster' });
     process.stderr.write(
       `cluster suite: App created → first 200 through the ingress ${Date.now() - t0} ms\n`,
     );
     expect(JSON.parse(body)).toEqual({ message: 'hello cluster' });
+  });
+
+  it('streams server-sent events through the ingress as they are yielded', async () => {
+    await deployConfigMapApp(project, 'stream', 'stream');
+    await firstOk(token, `/v4/${project}/stream/run`, { count: 1, delay: 0 });
+    const res = await call(
+      token,
+      `/v4/${project}/stream/run`,
+      { count: 4, delay: 0.5 },
+      { accept: 'text/event-stream' },
+    );
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/event-stream/);
+    // Progressive: the first event arrives in a chunk of its own, before the last one exists.
+    const chunks: string[] = [];
+    for await (const chunk of res.body) chunks.push(String(chunk));
+    const all = chunks.join('');
+    const events = all.split('\n\n').filter((e) => e.includes('data:'));
+    expect(events.map((e) => JSON.parse(e.slice(e.indexOf('data:') + 5).trim()).n)).toEqual([1, 2, 3, 4]);
+    const firstChunk = chunks.findIndex((c) => c.includes('"n": 1') || c.includes('"n":1'));
+    const lastChunk = chunks.findIndex((c) => c.includes('"n": 4') || c.includes('"n":4'));
+    expect(lastChunk).toBeGreaterThan(firstChunk);
+  });
+
+  it('delivers an async run result to a signed webhook receiver', async () => {
+    await deployConfigMapApp(project, 'slow', 'slow');
+    await firstOk(token, `/v4/${project}/slow/run`, { seconds: 0 });
+    const deliveries: { headers: IncomingMessage['headers']; body: Buffer }[] = [];
+    const receiver = createServer((req, res) => {
+      const parts: Buffer[] = [];
+      req.on('data', (d: Buffer) => parts.push(d));
+      req.on('end', () => {
+        deliveries.push({ headers: req.headers, body: Buffer.concat(parts) });
+        res.writeHead(200).end();
+      });
+    });
+    const exposed = await exposeToPods(receiver);
+    try {
+      const secret = 'e2e-signing-secret';
+      const res = await call(
+        token,
+        `/v4/${project}/slow/run?async=true&webhookEndpoint=${encodeURIComponent(`${exposed.url}/hook`)}`,
+        { seconds: 1, label: 'async-e2e' },
+        { 'x-webhook-secret': secret },
+      );
+      const accepted = (await res.body.json()) as { run_id: string };
+      expect(res.statusCode).toBe(202);
+      await waitFor('the webhook delivery', async () => deliveries.length > 0, CONVERGE_MS, 200);
+      const d = deliveries[0] as (typeof deliveries)[number];
+      expect(d.headers['x-request-id']).toBe(accepted.run_id);
+      const ts = String(d.headers['x-service-webhook-timestamp']);
+      const sig = String(d.headers['x-service-webhook-signature']);
+      const expected = createHmac('sha256', secret)
+        .update(Buffer.concat([Buffer.from(`${accepted.run_id}.${ts}.`), d.body]))
+        .digest();
+      expect(sig.startsWith('v1,')).toBe(true);
+      expect(timingSafeEqual(Buffer.from(sig.slice(3), 'hex'), expected)).toBe(true);
+      const envelope = JSON.parse(d.body.toString());
+      expect(envelope).toMatchObject({
+        run_id: accepted.run_id,
+        status: 'success',
+        response: { label: 'async-e2e', slept_seconds: 1 },
+      });
+    } finally {
+      await exposed.close();
+    }
+  });
+
+  it("routes a DomainAssignment's hostname to its app, and 404s it once unassigned (§4.1)", async () => {
+    const hostname = `${project}.domains.apphost.test`;
+    const created = await management(saToken, 'POST', `/v2/projects/${project}/domains`, { hostname });
+    expect(created.status, created.text).toBe(201);
+    const id = (created.body as { domain_id: string }).domain_id;
+    const assigned = await management(saToken, 'PUT', `/v2/projects/${project}/domains/${id}/assign`, {
+      app_name: 'hello',
+    });
+    expect(assigned.status, assigned.text).toBe(200);
+    let last = '';
+    await waitFor(
+      `${hostname} routed to hello`,
+      async () => {
+        const res = await call(token, '/run', { name: 'domain' }, {}, hostname);
+        last = `${res.statusCode} ${await res.body.text()}`;
+        return res.statusCode === 200;
+      },
+      CONVERGE_MS,
+      250,
+    ).catch((err) => {
+      throw new Error(`${err}; last ${last}`);
+    });
+    expect(JSON.parse(last.slice(4))).toEqual({ message: 'hello domain' });
+
+    const unassigned = await management(saToken, 'DELETE', `/v2/projects/${project}/domains/${id}/assign`);
+    expect(unassigned.status, unassigned.text).toBe(200);
+    await waitFor(
+      `${hostname} answers 404`,
+      async () => (await call(token, '/run', { name: 'domain' }, {}, hostname)).statusCode === 404,
+      CONVERGE_MS,
+      250,
+    );
+    // The app itself stays reachable at its /v4 path.
+    const direct = await ingressRequest('api.apphost.test', `/v4/${project}/hello/run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(direct.statusCode).toBe(200);
+    await direct.body.dump();
   });
 });
