@@ -58,6 +58,18 @@ class LineWriter extends Writable {
   }
 }
 
+/** A replica whose logs cannot be read is shown, not skipped: one line says why (e.g. still starting). */
+export function unavailable(pod: string, err: unknown): LogLine {
+  const e = err as { code?: unknown; body?: { message?: unknown }; message?: string };
+  const why =
+    typeof e?.body?.message === 'string'
+      ? e.body.message
+      : typeof e?.code === 'number'
+        ? `the Kubernetes API answered ${e.code}`
+        : (e?.message ?? String(err));
+  return { replica: pod, message: `apphost: no logs from this replica: ${why}` };
+}
+
 export function createKubeLogSource(
   kc: KubeConfig,
   settings: KubeLogSettings = DEFAULT_KUBE_LOG_SETTINGS,
@@ -108,7 +120,7 @@ export function createKubeLogSource(
                   limitBytes: settings.limitBytesPerPod,
                 })
                 .then((a) => abort.push(a), reject);
-            }).catch(() => [] as LogLine[]),
+            }).catch((err: unknown) => [unavailable(pod, err)]),
           ),
         );
         const merged = mergeByTime(groups);
