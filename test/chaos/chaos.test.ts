@@ -471,6 +471,16 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
     }
   }
   const acceptedTags = new Set(accepted.map((a) => a.tag));
+  const faultWindows = faults
+    .filter((f) => f.what !== 'cont')
+    .map((f) => ({
+      ...f,
+      from: f.at,
+      to:
+        f.what === 'stop'
+          ? (faults.find((c) => c.what === 'cont' && c.piece === f.piece && c.at >= f.at)?.at ?? Date.now())
+          : f.at,
+    }));
   let byWorkerFault = 0;
   let byNatsFault = 0;
   const unexplained: string[] = [];
@@ -480,7 +490,8 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
     for (let i = 1; i < list.length; i++) {
       const first = list[i - 1] as { at: number; worker: string };
       const again = (list[i] as { at: number }).at;
-      const during = faults.filter((f) => f.at >= first.at - 1_000 && f.at <= again && f.what !== 'cont');
+      // Kills in the window, and hangs (SIGSTOP until SIGCONT) that overlap it.
+      const during = faultWindows.filter((f) => f.from <= again && f.to >= first.at - 1_000);
       if (during.some((f) => f.piece === first.worker)) byWorkerFault++;
       else if (during.some((f) => f.kind === 'nats')) byNatsFault++;
       else unexplained.push(`${tag} (${first.worker})`);
@@ -524,6 +535,8 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
           .map((a) => ({ ...a, record: records.get(a.runId)?.state, hook: delivered.has(a.runId) })),
         lostSync: lostSyncHooks.slice(0, 20),
         unexplained: unexplained.slice(0, 20),
+        faults: faults.map((f) => `${((f.at - t0) / 1000).toFixed(1)}s ${f.what} ${f.piece}`),
+        t0,
         refused: Object.fromEntries(refusedAsync),
       })}\n`,
     );
