@@ -59,6 +59,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "apphost.commonEnv" -}}
 - name: NATS_URL
   value: {{ include "apphost.natsUrl" . | quote }}
+- name: APPHOST_NATS_REPLICAS
+  value: {{ .Values.nats.streamReplicas | toString | quote }}
 - name: APPHOST_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 - name: APPHOST_OPS_PORT
@@ -194,6 +196,19 @@ spec:
                 labelSelector:
                   matchLabels:
                     {{- include "apphost.selectorLabels" . | nindent 20 }}
+      {{- end }}
+      {{- if .values.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- toYaml .values.topologySpreadConstraints | nindent 8 }}
+      {{- else if gt (int .values.replicas) 1 }}
+      # Replicas spread over zones where the nodes have them; never blocks scheduling on a one-zone cluster.
+      topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: topology.kubernetes.io/zone
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector:
+            matchLabels:
+              {{- include "apphost.selectorLabels" . | nindent 14 }}
       {{- end }}
 {{- end }}
 

@@ -159,7 +159,9 @@ describe('charts/apphost', () => {
       const pdbs = (await policy.listNamespacedPodDisruptionBudget({ namespace })).items.map(
         (p) => p.metadata?.name,
       );
-      expect(pdbs.sort()).toEqual(['gateway', 'management', 'webhooks'].map((p) => `${fullname}-${p}`));
+      expect(pdbs.sort()).toEqual(
+        ['gateway', 'management', 'operator', 'webhooks'].map((p) => `${fullname}-${p}`),
+      );
       const sts = await apps.readNamespacedStatefulSet({ namespace, name: `${fullname}-nats` });
       expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).toBe('10Gi');
     });
