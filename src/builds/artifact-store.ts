@@ -76,7 +76,19 @@ export async function openArtifactStore(
   return createArtifactStore(os, kv);
 }
 
-export function createArtifactStore(os: ObjectStore, kv: KV): ArtifactStore {
+/**
+ * Opens the artifacts bucket without creating anything (what an app pod's init container does: it only
+ * reads). The dependency-set index is not available through it.
+ */
+export async function openArtifactStoreForReading(nc: NatsConnection): Promise<ArtifactStore> {
+  return createArtifactStore(await new Objm(nc).open(ARTIFACTS_BUCKET), undefined);
+}
+
+export function createArtifactStore(os: ObjectStore, kv: KV | undefined): ArtifactStore {
+  const index = () => {
+    if (!kv) throw new Error('the dependency-set index is not open here');
+    return kv;
+  };
   const check = (digest: string) => {
     if (!isSha256Digest(digest)) throw new Error(`not a sha256 digest: ${digest}`);
   };
@@ -126,14 +138,14 @@ export function createArtifactStore(os: ObjectStore, kv: KV): ArtifactStore {
     },
     stream,
     async dependencySet(key) {
-      const e = await kv.get(depKey(key));
+      const e = await index().get(depKey(key));
       if (e?.operation !== 'PUT') return undefined;
       const digest = e.string();
       return isSha256Digest(digest) && (await present(digest)) ? digest : undefined;
     },
     async recordDependencySet(key, digest) {
       check(digest);
-      await kv.put(depKey(key), digest);
+      await index().put(depKey(key), digest);
     },
   };
 }

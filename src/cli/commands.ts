@@ -222,6 +222,13 @@ export const COMMANDS: readonly Command[] = [
     load: command('./ensure-platform-key.ts', 'runEnsurePlatformKeyCommand'),
   },
   {
+    name: 'fetch-artifacts',
+    kind: 'tool',
+    summary:
+      "fetch and check an app version's bundle and dependencies (a deployed App's init container runs this)",
+    load: command('../builds/fetch-command.ts', 'runFetchArtifactsCommand'),
+  },
+  {
     name: 'rotate-run-token-keys',
     kind: 'tool',
     summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',

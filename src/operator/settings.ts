@@ -4,12 +4,16 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
+import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
 import type { BackoffSettings } from './runtime/workqueue.ts';
 
 export interface OperatorSettings {
   /** Image for `cortex` Apps that name none (the runtime base image). */
   runtimeImage: string;
+  /** The init container that fetches a deployed App's code: the platform image and the artifact store's NATS. */
+  artifactFetch: ArtifactFetchSettings;
   /** Where the gateway Service is: every DomainAssignment's Ingress routes there. */
   gatewayNamespace: string;
   gatewayService: string;
@@ -45,6 +49,7 @@ export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/apphost/runtime-python:0.1.0';
 export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
   return {
     runtimeImage: DEFAULT_RUNTIME_IMAGE,
+    artifactFetch: DEFAULT_ARTIFACT_FETCH,
     gatewayNamespace: 'apphost-system',
     gatewayService: 'apphost-gateway',
     gatewayPort: 80,
@@ -76,6 +81,8 @@ const int = (min: number) => z.coerce.number().int().min(min);
 
 const EnvSchema = z.object({
   APPHOST_RUNTIME_IMAGE: z.string().min(1).default(DEFAULT_RUNTIME_IMAGE),
+  APPHOST_PLATFORM_IMAGE: z.string().min(1).default(DEFAULT_ARTIFACT_FETCH.platformImage),
+  NATS_URL: z.string().min(1).default(DEFAULT_ARTIFACT_FETCH.natsUrl),
   APPHOST_GATEWAY_NAMESPACE: z.string().min(1).default('apphost-system'),
   APPHOST_GATEWAY_SERVICE: z.string().min(1).default('apphost-gateway'),
   APPHOST_GATEWAY_PORT: int(1).max(65535).default(80),
@@ -108,6 +115,7 @@ export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSetting
   }
   return defaultOperatorSettings({
     runtimeImage: e.APPHOST_RUNTIME_IMAGE,
+    artifactFetch: { platformImage: e.APPHOST_PLATFORM_IMAGE, natsUrl: e.NATS_URL },
     gatewayNamespace: e.APPHOST_GATEWAY_NAMESPACE,
     gatewayService: e.APPHOST_GATEWAY_SERVICE,
     gatewayPort: e.APPHOST_GATEWAY_PORT,

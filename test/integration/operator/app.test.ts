@@ -91,7 +91,7 @@ describe('CRD validation', () => {
     [
       'cortex runtime without image or code',
       app('bad-cortex', { runtime: 'cortex' }),
-      /runtime 'cortex' needs spec\.image .* or spec\.code\.configMapRef/,
+      /runtime 'cortex' needs spec\.image .*, spec\.code\.configMapRef .* or spec\.code\.artifacts/,
     ],
     [
       'minReplicas above maxReplicas',
@@ -112,6 +112,22 @@ describe('CRD validation', () => {
       'a scaling buffer as large as maxReplicas',
       app('bad-buffer', { runtime: 'cortex', image: 'x/y:1', scaling: { maxReplicas: 2, scalingBuffer: 2 } }),
       /spec\.scaling\.scalingBuffer must be less than spec\.scaling\.maxReplicas/,
+    ],
+    [
+      'code.artifacts with a digest that is not a sha256',
+      app('bad-digest', {
+        runtime: 'cortex',
+        code: { artifacts: { bundle: 'sha256:abc' as `sha256:${string}` } },
+      }),
+      /spec\.code\.artifacts\.bundle.*should match/,
+    ],
+    [
+      'both code.configMapRef and code.artifacts',
+      app('bad-code', {
+        runtime: 'cortex',
+        code: { configMapRef: { name: 'c' }, artifacts: { bundle: `sha256:${'a'.repeat(64)}` } },
+      }),
+      /spec\.code has either configMapRef or artifacts, not both/,
     ],
     [
       'responseGracePeriodSeconds above 12 h',
@@ -367,6 +383,23 @@ describe('App → Deployment and Service', () => {
     expect(c.livenessProbe?.httpGet?.path).toBe('/livez');
     expect(c.readinessProbe?.httpGet?.path).toBe('/readyz');
     expect((await getSvc('custom'))!.spec.ports?.[0]?.targetPort).toBe(9000);
+  });
+
+  it('a deployed App (code.artifacts): its pods fetch the bundle and dependencies in an init container', async () => {
+    const bundle = `sha256:${'1'.repeat(64)}` as const;
+    const dependencies = `sha256:${'2'.repeat(64)}` as const;
+    await client.create(
+      Resources.App,
+      app('deployed', { runtime: 'cortex', code: { artifacts: { bundle, dependencies } } }) as KubeObject,
+    );
+    await eventually('deployed Deployment', async () => Boolean(await getDep('deployed')));
+    const spec = (await getDep('deployed'))!.spec.template.spec!;
+    expect(spec.initContainers?.map((c) => [c.name, c.args?.slice(0, 3)])).toEqual([
+      ['fetch-code', ['fetch-artifacts', '--bundle', bundle]],
+    ]);
+    expect(spec.initContainers?.[0]?.args).toContain(dependencies);
+    expect(spec.containers[0]?.command).toContain('--deps-dir');
+    expect(spec.volumes?.map((v) => v.name).sort()).toEqual(['code', 'deps']);
   });
 
   it('a broken App (name taken by a foreign Deployment) is reported and does not hold up others', async () => {

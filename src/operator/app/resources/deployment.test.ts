@@ -204,6 +204,71 @@ describe('makeDeployment', () => {
   });
 });
 
+describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () => {
+  const bundle = `sha256:${'a'.repeat(64)}` as const;
+  const dependencies = `sha256:${'b'.repeat(64)}` as const;
+  const fetch = { platformImage: 'apphost:9', natsUrl: 'nats://nats.apphost-system:4222' };
+  const deployed = (artifacts: NonNullable<NonNullable<App['spec']['code']>['artifacts']>) =>
+    makeDeployment(app({ runtime: 'cortex', code: { artifacts } }), { ...settings, artifactFetch: fetch });
+
+  it('an init container of the platform image fetches and checks the bundle and the dependency set', () => {
+    const d = deployed({ bundle, dependencies });
+    expect(pod(d).initContainers).toEqual([
+      {
+        name: 'fetch-code',
+        image: 'apphost:9',
+        args: [
+          'fetch-artifacts',
+          '--bundle',
+          bundle,
+          '--into',
+          '/app',
+          '--dependencies',
+          dependencies,
+          '--dependencies-into',
+          '/deps',
+        ],
+        env: [{ name: 'NATS_URL', value: 'nats://nats.apphost-system:4222' }],
+        volumeMounts: [
+          { name: 'code', mountPath: '/app' },
+          { name: 'deps', mountPath: '/deps' },
+        ],
+      },
+    ]);
+    expect(pod(d).volumes).toEqual([
+      { name: 'code', emptyDir: {} },
+      { name: 'deps', emptyDir: {} },
+    ]);
+    const c = first(d);
+    expect(c.image).toBe(settings.runtimeImage);
+    expect(c.volumeMounts).toEqual([
+      { name: 'code', mountPath: '/app', readOnly: true },
+      { name: 'deps', mountPath: '/deps', readOnly: true },
+    ]);
+    expect(c.command?.slice(-2)).toEqual(['--deps-dir', '/deps']);
+  });
+
+  it('without a dependency set: only the bundle, no deps volume or --deps-dir', () => {
+    const d = deployed({ bundle });
+    expect(pod(d).initContainers?.[0]?.args).toEqual([
+      'fetch-artifacts',
+      '--bundle',
+      bundle,
+      '--into',
+      '/app',
+    ]);
+    expect(pod(d).volumes).toEqual([{ name: 'code', emptyDir: {} }]);
+    expect(first(d).command).not.toContain('--deps-dir');
+  });
+
+  it('a new version is a new pod template (so Kubernetes rolls it); the same version is the same one', () => {
+    const tpl = (a: Parameters<typeof deployed>[0]) => JSON.stringify(deployed(a).spec.template);
+    expect(tpl({ bundle, dependencies })).toBe(tpl({ bundle, dependencies }));
+    expect(tpl({ bundle: `sha256:${'c'.repeat(64)}`, dependencies })).not.toBe(tpl({ bundle, dependencies }));
+    expect(tpl({ bundle, dependencies: `sha256:${'d'.repeat(64)}` })).not.toBe(tpl({ bundle, dependencies }));
+  });
+});
+
 describe('makeService', () => {
   it('port 80 named http → the container port', () => {
     expect(makeService(app({ runtime: 'cortex', image: 'x:1' })).spec.ports).toEqual([

@@ -4,6 +4,7 @@ import { deploymentReplicas } from '../../../apis/v1alpha1/scaling.ts';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
 import type { Deployment } from '../../runtime/kube-client.ts';
+import { type ArtifactFetchSettings, artifactPodParts } from './artifacts.ts';
 import {
   appLabels,
   appOwnerReference,
@@ -18,7 +19,14 @@ export interface DeploymentSettings {
   terminationGraceMarginSeconds: number;
   /** How long a container may take to answer its first probe before the kubelet restarts it. */
   appStartupTimeoutSeconds: number;
+  /** How apps deployed with `apphost deploy` get their code (defaults: DEFAULT_ARTIFACT_FETCH). */
+  artifactFetch?: ArtifactFetchSettings;
 }
+
+export const DEFAULT_ARTIFACT_FETCH: ArtifactFetchSettings = {
+  platformImage: 'ghcr.io/apphost/apphost:0.1.0',
+  natsUrl: 'nats://127.0.0.1:4222',
+};
 
 export const CODE_VOLUME = 'code';
 export const APP_DIR = '/app';
@@ -127,6 +135,9 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
   const port = containerPort(app);
   const grace = graceSeconds(app);
   const configMap = custom ? undefined : app.spec.code?.configMapRef?.name;
+  const fetched = custom
+    ? undefined
+    : artifactPodParts(app, s.artifactFetch ?? DEFAULT_ARTIFACT_FETCH, CODE_VOLUME, APP_DIR);
   const command = custom
     ? app.spec.entrypoint
     : [
@@ -139,6 +150,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
         String(port),
         '--grace-seconds',
         String(grace),
+        ...(fetched?.runtimeArgs ?? []),
       ];
   const env = [
     { name: 'APPHOST_APP_NAME', value: name },
@@ -160,6 +172,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
     ...(resources(app) ? { resources: resources(app) } : {}),
     ...probes(app, s),
     ...(configMap ? { volumeMounts: [{ name: CODE_VOLUME, mountPath: APP_DIR, readOnly: true }] } : {}),
+    ...(fetched ? { volumeMounts: fetched.mounts } : {}),
   };
   return withIntentHash({
     apiVersion: 'apps/v1',
@@ -179,8 +192,10 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
           // An in-flight run may take responseGracePeriodSeconds; the margin lets the runtime exit cleanly.
           terminationGracePeriodSeconds: grace + s.terminationGraceMarginSeconds,
           enableServiceLinks: false,
+          ...(fetched ? { initContainers: [fetched.initContainer] } : {}),
           containers: [container],
           ...(configMap ? { volumes: [{ name: CODE_VOLUME, configMap: { name: configMap } }] } : {}),
+          ...(fetched ? { volumes: fetched.volumes } : {}),
         }),
       },
     },
