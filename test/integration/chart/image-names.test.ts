@@ -29,6 +29,8 @@ describe('image names', () => {
   it("the operator's default runtime image is the runtime image", () => {
     expect(DEFAULT_RUNTIME_IMAGE).toBe(ref(IMAGES.runtimePython));
     expect(defaultOperatorSettings().runtimeImage).toBe(ref(IMAGES.runtimePython));
+    // A deployed App's init container (fetch-artifacts) is the platform image.
+    expect(defaultOperatorSettings().artifactFetch.platformImage).toBe(ref(IMAGES.apphost));
   });
 
   it('the Dockerfiles tag and the docs name the same images', () => {
