@@ -399,7 +399,7 @@ describe('App → Deployment and Service', () => {
     ]);
     expect(spec.initContainers?.[0]?.args).toContain(dependencies);
     expect(spec.containers[0]?.command).toContain('--deps-dir');
-    expect(spec.volumes?.map((v) => v.name).sort()).toEqual(['code', 'deps']);
+    expect(spec.volumes?.map((v) => v.name).sort()).toEqual(['code', 'deps', 'tmp']);
   });
 
   it('a broken App (name taken by a foreign Deployment) is reported and does not hold up others', async () => {

@@ -213,38 +213,45 @@ describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () =>
 
   it('an init container of the platform image fetches and checks the bundle and the dependency set', () => {
     const d = deployed({ bundle, dependencies });
-    expect(pod(d).initContainers).toEqual([
-      {
-        name: 'fetch-code',
-        image: 'apphost:9',
-        args: [
-          'fetch-artifacts',
-          '--bundle',
-          bundle,
-          '--into',
-          '/app',
-          '--dependencies',
-          dependencies,
-          '--dependencies-into',
-          '/deps',
-        ],
-        env: [{ name: 'NATS_URL', value: 'nats://nats.apphost-system:4222' }],
-        volumeMounts: [
-          { name: 'code', mountPath: '/app' },
-          { name: 'deps', mountPath: '/deps' },
-        ],
-      },
-    ]);
-    expect(pod(d).volumes).toEqual([
-      { name: 'code', emptyDir: {} },
-      { name: 'deps', emptyDir: {} },
-    ]);
+    expect(pod(d).initContainers).toHaveLength(1);
+    expect(pod(d).initContainers?.[0]).toMatchObject({
+      name: 'fetch-code',
+      image: 'apphost:9',
+      args: [
+        'fetch-artifacts',
+        '--bundle',
+        bundle,
+        '--into',
+        '/app',
+        '--dependencies',
+        dependencies,
+        '--dependencies-into',
+        '/deps',
+      ],
+      env: [{ name: 'NATS_URL', value: 'nats://nats.apphost-system:4222' }],
+      // hardened like every container of the pod (restricted Pod Security)
+      securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false },
+    });
+    expect(pod(d).initContainers?.[0]?.volumeMounts).toEqual(
+      expect.arrayContaining([
+        { name: 'code', mountPath: '/app' },
+        { name: 'deps', mountPath: '/deps' },
+      ]),
+    );
+    expect(pod(d).volumes).toEqual(
+      expect.arrayContaining([
+        { name: 'code', emptyDir: {} },
+        { name: 'deps', emptyDir: {} },
+      ]),
+    );
     const c = first(d);
     expect(c.image).toBe(settings.runtimeImage);
-    expect(c.volumeMounts).toEqual([
-      { name: 'code', mountPath: '/app', readOnly: true },
-      { name: 'deps', mountPath: '/deps', readOnly: true },
-    ]);
+    expect(c.volumeMounts).toEqual(
+      expect.arrayContaining([
+        { name: 'code', mountPath: '/app', readOnly: true },
+        { name: 'deps', mountPath: '/deps', readOnly: true },
+      ]),
+    );
     expect(c.command?.slice(-2)).toEqual(['--deps-dir', '/deps']);
   });
 
@@ -257,7 +264,7 @@ describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () =>
       '--into',
       '/app',
     ]);
-    expect(pod(d).volumes).toEqual([{ name: 'code', emptyDir: {} }]);
+    expect(pod(d).volumes?.map((v) => v.name)).toEqual(['code', 'tmp']);
     expect(first(d).command).not.toContain('--deps-dir');
   });
 
