@@ -16,7 +16,7 @@ import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
-import { natsServers } from '../shared/nats-url.ts';
+import { natsClientOptions } from '../shared/nats-url.ts';
 import { type OpsServer, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -69,7 +69,7 @@ export async function serveGateway(opts: {
   reload.unref();
 
   const nc = await connect({
-    servers: natsServers(env.NATS_URL),
+    ...natsClientOptions(env.NATS_URL),
     name: 'apphost-gateway',
     maxReconnectAttempts: -1,
     timeout: NATS_CONNECT_TIMEOUT_MS,

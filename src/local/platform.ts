@@ -19,7 +19,7 @@ import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker } from '../runs/worker.ts';
 import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
-import { natsServers } from '../shared/nats-url.ts';
+import { natsClientOptions } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type RunTokenVerifier } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -46,7 +46,7 @@ function close(server: Server): Promise<void> {
 export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatform> {
   const { opts, log, registry } = deps;
   const nc = await connect({
-    servers: natsServers(deps.natsUrl),
+    ...natsClientOptions(deps.natsUrl),
     name: 'apphost-dev',
     maxReconnectAttempts: -1,
     timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS,

@@ -16,7 +16,7 @@ import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-repli
 import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
-import { natsServers } from '../shared/nats-url.ts';
+import { natsClientOptions } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createDeliveryStore } from '../webhooks/deliveries.ts';
@@ -83,7 +83,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   );
 
   const nc = await connect({
-    servers: natsServers(cfg.NATS_URL),
+    ...natsClientOptions(cfg.NATS_URL),
     name: 'apphost-management',
     timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000,
     maxReconnectAttempts: -1,

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { createLogger } from '../shared/log.ts';
-import { natsServers } from '../shared/nats-url.ts';
+import { natsClientOptions } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
@@ -37,7 +37,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const registry = new Registry();
 
   const nc = await connect({
-    servers: natsServers(e.NATS_URL),
+    ...natsClientOptions(e.NATS_URL),
     name: 'apphost-webhooks',
     maxReconnectAttempts: -1,
     timeout: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,

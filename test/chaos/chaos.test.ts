@@ -45,6 +45,8 @@ const FAULT_SECONDS = int('CHAOS_FAULT_SECONDS', 60);
 const SEED = int('CHAOS_SEED', Math.floor(Math.random() * 1_000_000_000));
 /** Pause between two faults: uniformly between these. */
 const FAULT_GAP_MS = [2_500, 5_000] as const;
+/** Limits the one SIGSTOP to pieces of this kind (nats, gateway, worker, dispatcher); any when unset. */
+const HANG_KIND = process.env.CHAOS_HANG_KIND;
 /** How long the one SIGSTOP lasts: uniformly between these. */
 const HANG_MS = [8_000, 14_000] as const;
 /** Sync calls with webhooks sent per second during the fault window. */
@@ -389,8 +391,9 @@ it('loses no accepted run and no webhook while NATS nodes, gateways, workers and
       const candidates = pieces.filter(
         (p) => p.healthy() && p !== hung && (p.kind !== 'nats' || natsSettled()),
       );
-      if (!hung && Date.now() >= hangAt && candidates.length > 0) {
-        const target = rnd.pick(candidates);
+      const hangable = candidates.filter((p) => !HANG_KIND || p.kind === HANG_KIND);
+      if (!hung && Date.now() >= hangAt && hangable.length > 0) {
+        const target = rnd.pick(hangable);
         hung = target;
         target.stop();
         faults.push({ at: Date.now(), piece: target.name, kind: target.kind, what: 'stop' });

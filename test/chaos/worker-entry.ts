@@ -10,7 +10,7 @@ import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
 import { resolveReplicas } from '../../src/shared/jetstream-replicas.ts';
 import { retryJetStreamSetup } from '../../src/shared/jetstream-setup.ts';
 import { createLogger } from '../../src/shared/log.ts';
-import { natsServers } from '../../src/shared/nats-url.ts';
+import { natsClientOptions } from '../../src/shared/nats-url.ts';
 import { onShutdownSignal } from '../../src/shared/shutdown.ts';
 import { staticResolver } from '../integration/gateway/helpers.ts';
 
@@ -18,7 +18,7 @@ const env = parseGatewayEnv(process.env);
 const log = createLogger({ name: 'chaos-worker', level: env.APPHOST_LOG_LEVEL });
 const apps = JSON.parse(process.env.APPHOST_TEST_APPS ?? '[]') as ResolvedApp[];
 const nc = await connect({
-  servers: natsServers(env.NATS_URL),
+  ...natsClientOptions(env.NATS_URL),
   name: 'chaos-worker',
   maxReconnectAttempts: -1,
   timeout: 30_000,
