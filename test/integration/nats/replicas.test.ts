@@ -3,7 +3,7 @@
  * an R1 stream from before (a single-server install, or an older version) is raised to R3 in place
  * with its data, and an explicit setting can lower it again.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -20,12 +20,13 @@ import { startWatchdog, type Watchdog } from '../../harness/watchdog.ts';
 
 /** Bound on one JetStream API call: stream updates on a loaded 3-node cluster take a while. */
 const JS_TIMEOUT_MS = 60_000;
+let dir: string;
 let dog: Watchdog;
 let cluster: NatsCluster;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'apphost-replicas-'));
+  dir = mkdtempSync(join(tmpdir(), 'apphost-replicas-'));
   dog = startWatchdog(join(dir, 'pids'));
   cluster = await startNatsCluster({ dir: join(dir, 'cluster'), onPid: (n, pid) => dog.track(n, pid) });
   nc = await connect({ servers: natsServers(cluster.url) });
@@ -35,6 +36,7 @@ afterAll(async () => {
   await nc?.close();
   await cluster?.stop();
   dog?.stop();
+  if (dir && !process.env.APPHOST_TEST_KEEP_DIRS) rmSync(dir, { recursive: true, force: true });
 });
 
 const replicasOf = async (stream: string) =>
