@@ -2,25 +2,28 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { readBody as readBoundedBody } from '../shared/http/body.ts';
 
-function tooLarge(limit: number): ApiError {
-  return new ApiError(ErrorCode.PayloadTooLarge, `request body is larger than ${limit} bytes`, {
-    details: { limitBytes: limit },
-  });
+/**
+ * 413 bodies of the run endpoint carried `limitBytes` before every error detail became snake_case:
+ * the old spelling stays beside `limit_bytes` until it is removed (docs/gateway.md, Deprecations).
+ */
+export function withLegacyLimitBytes(err: unknown): unknown {
+  if (err instanceof ApiError && err.code === ErrorCode.PayloadTooLarge && err.details) {
+    return new ApiError(err.code, err.message, {
+      details: { ...err.details, limitBytes: err.details.limit_bytes },
+      cause: err.cause,
+    });
+  }
+  return err;
 }
 
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) throw tooLarge(limit);
-    chunks.push(buf);
+  try {
+    return await readBoundedBody(req, limit);
+  } catch (err) {
+    throw withLegacyLimitBytes(err);
   }
-  return Buffer.concat(chunks);
 }
 
 /**

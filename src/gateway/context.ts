@@ -1,7 +1,7 @@
 /** What the gateway's middleware chain learns about a request, in order. */
 import type { ParameterizedContext } from 'koa';
 import type { ResolvedApp } from '../shared/contracts/seams.ts';
-import type { Logger } from '../shared/log.ts';
+import type { EdgeState } from '../shared/http/request-id.ts';
 import type { RunMode } from './metrics.ts';
 
 export interface RunTarget {
@@ -11,10 +11,7 @@ export interface RunTarget {
   path: string;
 }
 
-export interface GatewayState {
-  requestId: string;
-  log: Logger;
-  startedAt: number;
+export interface GatewayState extends EdgeState {
   mode?: RunMode;
   target?: RunTarget;
   app?: ResolvedApp;

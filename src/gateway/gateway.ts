@@ -15,6 +15,9 @@ import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { accessLog } from '../shared/http/access-log.ts';
+import { errorBody } from '../shared/http/errors.ts';
+import { requestId } from '../shared/http/request-id.ts';
 import type { Logger } from '../shared/log.ts';
 import type { RunTokenVerifier } from '../shared/run-tokens.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
@@ -24,11 +27,8 @@ import { prepareRun } from './handlers/prepare.ts';
 import { runAsync } from './handlers/run-async.ts';
 import { runSync } from './handlers/run-sync.ts';
 import { createGatewayMetrics } from './metrics.ts';
-import { accessLog } from './middleware/access-log.ts';
 import { auth } from './middleware/auth.ts';
 import { customDomain } from './middleware/custom-domain.ts';
-import { errorBody } from './middleware/errors.ts';
-import { requestId } from './middleware/request-id.ts';
 import { route } from './middleware/route.ts';
 import type { GatewaySettings } from './settings.ts';
 import { createWebhookOutbox, DEFAULT_WEBHOOK_OUTBOX_SETTINGS } from './webhook-outbox.ts';
@@ -117,7 +117,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const app = new Koa<GatewayState>();
   app.proxy = false;
   app.silent = true;
-  app.use(requestId(log, () => clock.now()));
+  app.use(requestId({ log, now: () => clock.now() }));
   app.use(async (ctx, next) => {
     if (draining) {
       ctx.set('Connection', 'close');
@@ -136,7 +136,24 @@ export function createGateway(deps: GatewayDeps): Gateway {
     });
     await next();
   });
-  app.use(accessLog(metrics, () => clock.now()));
+  app.use(
+    accessLog<GatewayState>({
+      now: () => clock.now(),
+      start: () => metrics.inflight.inc(),
+      done: (ctx, seconds) => {
+        const s = ctx.state;
+        const mode = s.mode ?? 'sync';
+        // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
+        // any caller create unbounded metric series.
+        const project = s.app ? s.app.projectId : '';
+        const app = s.app ? s.app.appName : '';
+        metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
+        metrics.duration.observe({ project, app, mode }, seconds);
+        metrics.inflight.dec();
+        return { mode, project: s.target?.projectId, app: s.target?.appName };
+      },
+    }),
+  );
   app.use(errorBody());
   app.use(customDomain(deps.resolver));
   app.use(route());

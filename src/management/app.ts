@@ -1,15 +1,18 @@
 /**
- * createManagementApi: the Koa app of {base_url}. Middleware: request id → access log + metrics →
- * one error mapper (ApiError JSON) → routes. No port is opened here (main.ts does that).
+ * createManagementApi: the Koa app of {base_url}. The shared edge (request id → access log + metrics →
+ * error body → body limit), then the routes. No port is opened here (main.ts does that).
  */
-import { randomUUID } from 'node:crypto';
 import { Router } from '@koa/router';
 import Koa from 'koa';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { createDashboard } from '../dashboard/dashboard.ts';
 import type { DashboardMount } from '../dashboard/mount.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
-import { ApiError, ErrorCode, toApiError } from '../shared/errors.ts';
+import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { accessLog } from '../shared/http/access-log.ts';
+import { declaredBodyLimit } from '../shared/http/body.ts';
+import { errorBody } from '../shared/http/errors.ts';
+import { CALLER_REQUEST_ID, type EdgeState, requestId } from '../shared/http/request-id.ts';
 import type { Logger } from '../shared/log.ts';
 import { DEFAULT_SETTINGS, type HandlerDeps, type ManagementSettings } from './context.ts';
 import type { LogSource } from './logs/types.ts';
@@ -36,10 +39,16 @@ export interface ManagementApiDeps {
   dashboard?: DashboardMount;
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+/** The edge's state plus who called (set by projectScope, for the access log). */
+export interface ManagementState extends EdgeState {
+  principal?: Principal;
+}
+
 const NO_ROUTE = 'no such route';
 
-export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Router; auth: Authenticator } {
+export function createManagementApi(
+  deps: ManagementApiDeps,
+): Koa<ManagementState> & { router: Router; auth: Authenticator } {
   const settings: ManagementSettings = { ...DEFAULT_SETTINGS, ...deps.settings };
   const clock = deps.clock ?? systemClock;
   const auth = createAuthenticator({
@@ -90,55 +99,29 @@ export function createManagementApi(deps: ManagementApiDeps): Koa & { router: Ro
   registerRunRoutes(router, handlerDeps);
   registerLogRoutes(router, handlerDeps);
 
-  const app = new Koa() as Koa & { router: Router; auth: Authenticator };
+  const app = new Koa<ManagementState>() as Koa<ManagementState> & { router: Router; auth: Authenticator };
   app.router = router;
   app.auth = auth;
   app.silent = true;
 
-  app.use(async (ctx, next) => {
-    const started = performance.now();
-    const given = ctx.get('x-request-id');
-    const requestId = REQUEST_ID.test(given) ? given : randomUUID();
-    ctx.set('x-request-id', requestId);
-    const log = deps.log.child({ requestId });
-    ctx.state.requestId = requestId;
-    ctx.state.log = log;
-    try {
-      if (Number(ctx.get('content-length') || 0) > settings.maxBodyBytes)
-        throw new ApiError(
-          ErrorCode.PayloadTooLarge,
-          `request body is larger than ${settings.maxBodyBytes} bytes`,
-          {
-            details: { limit_bytes: settings.maxBodyBytes },
-          },
-        );
-      await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw new ApiError(ErrorCode.NotFound, NO_ROUTE);
-    } catch (err) {
-      const e = toApiError(err);
-      if (e.status >= 500) log.error({ err: e.cause ?? e, code: e.code }, 'request failed');
-      ctx.status = e.status;
-      ctx.body = e.toBody();
-      if (e.status === 401) ctx.set('www-authenticate', 'Bearer realm="apphost"');
-      if (e.status === 413) ctx.set('connection', 'close');
-      if (e.retryAfter !== undefined) ctx.set('retry-after', String(e.retryAfter));
-    }
-    const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
-    const seconds = (performance.now() - started) / 1000;
-    requests.inc({ method: ctx.method, route, status: String(ctx.status) });
-    duration.observe({ method: ctx.method, route }, seconds);
-    const principal = ctx.state.principal as Principal | undefined;
-    log.info(
-      {
-        method: ctx.method,
-        route,
-        status: ctx.status,
-        ms: Math.round(seconds * 1000),
-        ...(principal ? { projectId: principal.projectId, serviceAccount: principal.serviceAccount } : {}),
+  app.use(requestId({ log: deps.log, now: () => clock.now(), accept: CALLER_REQUEST_ID }));
+  app.use(
+    accessLog<ManagementState>({
+      now: () => clock.now(),
+      done: (ctx, seconds) => {
+        const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
+        requests.inc({ method: ctx.method, route, status: String(ctx.status) });
+        duration.observe({ method: ctx.method, route }, seconds);
+        const principal = ctx.state.principal;
+        return {
+          route,
+          ...(principal ? { projectId: principal.projectId, serviceAccount: principal.serviceAccount } : {}),
+        };
       },
-      'request',
-    );
-  });
+    }),
+  );
+  app.use(errorBody<ManagementState>({ notFound: () => new ApiError(ErrorCode.NotFound, NO_ROUTE) }));
+  app.use(declaredBodyLimit(settings.maxBodyBytes));
   // The dashboard has its own `logs` (a stream URL); the API's log source is not it.
   const { logs: _apiLogs, ...dashboardShared } = handlerDeps;
   if (deps.dashboard)

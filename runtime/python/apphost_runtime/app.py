@@ -5,7 +5,8 @@ HTTP contract (see docs/runtimes.md for the author-facing version):
 * ``POST /<name>`` body = JSON object of keyword arguments (empty body = ``{}``) -> ``name(**body)``.
   200 ``application/json`` with the return value, or, if the return value is an (async) iterator /
   generator, 200 ``text/event-stream`` with one ``data:`` event per yielded value.
-* Errors are ``{"error": {"type": ..., "message": ...}}``: 400 ``bad_request`` (body not JSON / not an
+* Errors are ``{"error": {"code": ..., "message": ...}}``, the platform's one error shape (``type``
+  repeats ``code`` for clients of the first release; deprecated): 400 ``bad_request`` (body not JSON / not an
   object), 404 ``not_found`` (unknown function or nested path), 405 ``method_not_allowed``, 413
   ``payload_too_large``, 422 ``invalid_arguments``, 500 ``function_error`` / ``serialization_error``, 503
   ``shutting_down``, 429 ``at_capacity`` (``--max-concurrency`` calls already in progress). The last two never
@@ -60,9 +61,14 @@ def _next(it: Any) -> Any:
         return _DONE
 
 
-def _error_body(type_: str, message: str) -> bytes:
+def _error_object(code: str, message: str) -> dict[str, str]:
+    """The platform's error shape; ``type`` is the deprecated first spelling of ``code``."""
+    return {"code": code, "message": message, "type": code}
+
+
+def _error_body(code: str, message: str) -> bytes:
     return json.dumps(
-        {"error": {"type": type_, "message": message}}, ensure_ascii=False, separators=(",", ":")
+        {"error": _error_object(code, message)}, ensure_ascii=False, separators=(",", ":")
     ).encode()
 
 
@@ -375,7 +381,7 @@ class Runtime:
                             f"{_exc_message(e)}"
                         )
                         call_log(logging.ERROR, msg, request_id=rid, function=f.name, traceback=_tb(e))
-                        await emit(sse_event({"type": "serialization_error", "message": msg}, "error"))
+                        await emit(sse_event(_error_object("serialization_error", msg), "error"))
                         return "error"
                     await emit(chunk)
                     state["events"] += 1
@@ -391,7 +397,7 @@ class Runtime:
                     error_type="function_error",
                     traceback=_tb(e),
                 )
-                await emit(sse_event({"type": "function_error", "message": _exc_message(e)}, "error"))
+                await emit(sse_event(_error_object("function_error", _exc_message(e)), "error"))
                 return "error"
 
         async def disconnected() -> None:

@@ -11,6 +11,8 @@ def _err(r: httpx.Response, status: int, type_: str) -> str:
     assert r.headers["content-type"] == "application/json"
     body = r.json()
     assert body["error"]["type"] == type_, body
+    # The platform's one error shape: `code`, with `type` kept as its deprecated alias.
+    assert body["error"]["code"] == type_, body
     return body["error"]["message"]
 
 

@@ -76,6 +76,7 @@ def test_error_mid_stream_sends_error_event(rt):
     assert lines[0] == "event: error"
     err = json.loads(data_of(events[1][1]))
     assert err["type"] == "function_error"
+    assert err["code"] == "function_error"
     assert "RuntimeError" in err["message"] and "mid-stream failure" in err["message"]
     assert rt.alive()
 

@@ -9,6 +9,8 @@ import type { RunStore } from '../../runs/store.ts';
 import { type RunJob, type RunRecord, RunState, runSubject } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { publishIdempotent } from '../../shared/jetstream-publish.ts';
+import { payloadTooLarge } from '../../shared/http/body.ts';
+import { withLegacyLimitBytes } from '../body.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
@@ -43,9 +45,9 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
   const limit = deps.maxJobBytes();
   if (Buffer.byteLength(payload) > limit) {
     // The body travels base64-encoded inside the job, so async bodies are limited to ~3/4 of this.
-    throw new ApiError(ErrorCode.PayloadTooLarge, `request body is too large for an async run`, {
-      details: { limitBytes: Math.floor((limit * 3) / 4) - 4096 },
-    });
+    throw withLegacyLimitBytes(
+      payloadTooLarge(Math.floor((limit * 3) / 4) - 4096, 'request body is too large for an async run'),
+    );
   }
   try {
     await publishIdempotent(deps.js, runSubject(job.projectId, job.appName), payload, {

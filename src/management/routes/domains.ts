@@ -1,7 +1,7 @@
 /** Custom domains: list, get, create, assign, unassign (spec §4.1), delete. */
 import type { Router, RouterContext } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { readJsonBody } from '../body.ts';
+import { readJsonBody } from '../../shared/http/body.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
 import { assignDomainToApp } from '../domains.ts';
 import { presentDomain } from '../present.ts';

@@ -1,8 +1,8 @@
 /** Run tokens: JWTs for the run endpoint ({api_url}), signed with the current run-token key. */
 import type { Router } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { readJsonBody } from '../../shared/http/body.ts';
 import { issueRunToken } from '../../shared/run-tokens.ts';
-import { readJsonBody } from '../body.ts';
 import { type HandlerDeps, projectScope } from '../context.ts';
 import { activeKeySet } from '../signing-key.ts';
 import { createRunTokenBody, parseOrThrow, toDate } from '../validation.ts';

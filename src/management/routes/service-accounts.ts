@@ -1,7 +1,7 @@
 /** Service accounts: create (token shown once), list, revoke. */
 import type { Router } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { readJsonBody } from '../body.ts';
+import { readJsonBody } from '../../shared/http/body.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
 import { presentServiceAccount } from '../present.ts';
 import { createServiceAccount } from '../service-accounts.ts';

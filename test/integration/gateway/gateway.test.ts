@@ -170,6 +170,8 @@ describe('sync calls', () => {
     const r = await call(`/v4/${P}/hello/boom`, { body: '{"message":"nope"}' });
     expect(r.status).toBe(500);
     expect(r.json().error.type).toBe('function_error');
+    // The caller sees the platform's one error shape from the app too.
+    expect(r.json().error.code).toBe('function_error');
     expect(r.headers['x-request-id']).toBeTruthy();
   });
 });

@@ -1,0 +1,52 @@
+/**
+ * Request bodies with a hard size bound: a declared or streamed size over the limit is 413
+ * `payload_too_large` with `limit_bytes`, before more is read.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Context, Middleware } from 'koa';
+import { ApiError, ErrorCode } from '../errors.ts';
+
+export function payloadTooLarge(limitBytes: number, message?: string): ApiError {
+  return new ApiError(
+    ErrorCode.PayloadTooLarge,
+    message ?? `request body is larger than ${limitBytes} bytes`,
+    {
+      details: { limit_bytes: limitBytes },
+    },
+  );
+}
+
+/** Refuses, before any route runs, a request whose Content-Length is over the limit. */
+export function declaredBodyLimit(limitBytes: number): Middleware {
+  return async (ctx, next) => {
+    if (Number(ctx.get('content-length') || 0) > limitBytes) throw payloadTooLarge(limitBytes);
+    await next();
+  };
+}
+
+export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limitBytes) throw payloadTooLarge(limitBytes);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limitBytes) throw payloadTooLarge(limitBytes);
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** A JSON request body: undefined when there is none; not `application/json` → 415, not JSON → 400. */
+export async function readJsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
+  const text = (await readBody(ctx.req, limitBytes)).toString('utf8');
+  if (text.trim() === '') return undefined;
+  if (!ctx.is('application/json'))
+    throw new ApiError(ErrorCode.UnsupportedMediaType, 'request body must be application/json');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new ApiError(ErrorCode.InvalidBody, 'request body is not valid JSON');
+  }
+}
