@@ -1,10 +1,10 @@
 /**
- * Input shapes (zod) for path parameters, query strings and bodies, and one helper that turns a
- * zod failure into a 400 with every problem listed.
+ * Input shapes (zod) for path parameters, query strings and bodies (the source of the OpenAPI
+ * document's request schemas), and one helper that turns a zod failure into a 400 listing every problem.
  */
 import { z } from 'zod';
-import { RunState } from '../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { RunStateSchema } from './present.ts';
 
 /** DNS-1123 label: what a namespace label value, a CR name and a token segment can all hold. */
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -38,21 +38,56 @@ export const expiry = z.union([z.iso.date(), timestamp], {
   message: 'must be an RFC 3339 date-time or a date, e.g. 2027-01-01',
 });
 
-export const createDomainBody = z.strictObject({
-  domain_id: resourceName.optional(),
-  hostname: z
-    .string()
-    .toLowerCase()
-    .regex(HOSTNAME, 'must be a fully qualified hostname, e.g. app.example.com'),
-});
-export const assignDomainBody = z.strictObject({ app_name: resourceName });
-export const createServiceAccountBody = z.strictObject({ name: serviceAccountName, expires_at: expiry });
-export const createRunTokenBody = z.strictObject({ expires_at: expiry });
+export const createDomainBody = z
+  .strictObject({
+    domain_id: resourceName
+      .meta({
+        description: 'Optional id (DNS label); derived from the hostname when absent (dots become dashes).',
+      })
+      .optional(),
+    hostname: z
+      .string()
+      .max(253)
+      .toLowerCase()
+      .regex(HOSTNAME, 'must be a fully qualified hostname, e.g. app.example.com')
+      .meta({ description: 'Fully qualified hostname; unique across all projects.' }),
+  })
+  .meta({ id: 'CreateDomainRequest' });
+export const assignDomainBody = z
+  .strictObject({ app_name: resourceName.meta({ description: 'An existing app of the project.' }) })
+  .meta({ id: 'AssignDomainRequest' });
+export const createServiceAccountBody = z
+  .strictObject({
+    name: serviceAccountName.meta({
+      description: 'DNS label of at most 52 characters, unique in the project.',
+    }),
+    expires_at: expiry.meta({
+      description:
+        'Expiry: an RFC 3339 date-time or a date (midnight UTC); in the future, within the maximum lifetime (366 days by default).',
+    }),
+  })
+  .meta({ id: 'CreateServiceAccountRequest' });
+export const createRunTokenBody = z
+  .strictObject({
+    expires_at: expiry.meta({
+      description:
+        'Expiry: an RFC 3339 date-time or a date (midnight UTC); in the future, within the maximum lifetime.',
+    }),
+  })
+  .meta({ id: 'CreateRunTokenRequest' });
 export const listRunsQuery = z.strictObject({
-  state: z.enum(Object.values(RunState) as [RunState, ...RunState[]]).optional(),
-  limit: z.coerce.number().int().min(1).max(100).optional(),
+  state: RunStateSchema.meta({ param: { description: 'Only runs in this state.' } }).optional(),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100)
+    .meta({ param: { description: 'At most this many runs (default 20).' } })
+    .optional(),
 });
-export const listProjectRunsQuery = listRunsQuery.extend({ app: resourceName.optional() });
+export const listProjectRunsQuery = listRunsQuery.extend({
+  app: resourceName.meta({ param: { description: 'Only runs of this app.' } }).optional(),
+});
 
 export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   const r = schema.safeParse(value);

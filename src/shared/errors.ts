@@ -1,7 +1,10 @@
 /**
  * The error taxonomy every HTTP surface shares: a stable `code`, the HTTP status it maps to, and a
- * message for humans. Bodies are always `{"error": {"code", "message", ...details}}`.
+ * message for humans. Bodies are always `{"error": {"code", "message", ...details}}`, details in
+ * snake_case (the Python runtime answers the same shape: docs/architecture.md, "Error bodies").
  */
+import { z } from 'zod';
+
 export const ErrorCode = {
   BadRequest: 'bad_request',
   InvalidBody: 'invalid_body',
@@ -96,3 +99,19 @@ export function toApiError(err: unknown): ApiError {
   }
   return new ApiError(ErrorCode.Internal, 'internal error', { cause: err });
 }
+
+/** The error body as a schema (the OpenAPI document's `Error`). */
+export const ErrorBody = z
+  .strictObject({
+    error: z.looseObject({
+      code: z.string().meta({
+        description: 'Stable machine-readable code, e.g. not_found, invalid_body, unauthenticated.',
+      }),
+      message: z.string().meta({ description: 'What went wrong, for humans.' }),
+      problems: z
+        .array(z.strictObject({ path: z.string(), message: z.string() }))
+        .meta({ description: 'Each validation problem (400s only).' })
+        .optional(),
+    }),
+  })
+  .meta({ id: 'Error' });

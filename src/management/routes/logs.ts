@@ -10,18 +10,60 @@ import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
 import { parseSince } from '../logs/parse.ts';
 import type { LogLine, LogQuery } from '../logs/types.ts';
+import { operation, type Paths, TAG } from '../operation.ts';
 import { parseOrThrow, resourceName } from '../validation.ts';
 
 export const logsQuery = z.strictObject({
   since: z
     .string()
     .regex(/^(\d+[smhd]|\d{4}-\d{2}-\d{2}T.+)$/, 'must be a duration (30s, 10m, 2h, 1d) or an RFC 3339 time')
+    .meta({
+      param: {
+        description: 'Only lines newer than this: a duration (30s, 10m, 2h, 1d) or an RFC 3339 time.',
+      },
+    })
     .optional(),
-  tail: z.coerce.number().int().min(1).optional(),
-  follow: z.enum(['true', 'false', '1', '0']).optional(),
+  tail: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .meta({
+      param: {
+        description:
+          'Only the last N lines of each replica (at most APPHOST_MANAGEMENT_LOGS_MAX_LINES, 1000).',
+      },
+    })
+    .optional(),
+  follow: z
+    .enum(['true', 'false', '1', '0'])
+    .meta({
+      param: {
+        description:
+          'true: answer text/event-stream: `event: log` (data: a LogLine) for each line, then new ones as they ' +
+          'are written, until the client goes away or the server ends the follow with `event: end` ' +
+          '(data: {"reason": "max_duration" | "slow_client" | "source_ended" | "source_failed"}).',
+      },
+    })
+    .optional(),
 });
 
-export function presentLogLine(l: LogLine) {
+export const LogLineResponse = z
+  .strictObject({
+    time: z.iso.datetime({ offset: true }).meta({ description: 'When the line was written.' }).optional(),
+    replica: z
+      .string()
+      .meta({ description: 'Which replica wrote it: the pod name in a cluster, local-<pid> in local mode.' }),
+    stream: z.enum(['stdout', 'stderr']).optional(),
+    message: z.string().meta({ description: 'The line as the app wrote it.' }),
+    request_id: z
+      .string()
+      .meta({ description: 'The request id the runtime tagged the line with (the call it was about).' })
+      .optional(),
+  })
+  .meta({ id: 'LogLine' });
+export const LogLinesResponse = z.strictObject({ lines: z.array(LogLineResponse) }).meta({ id: 'LogLines' });
+
+export function presentLogLine(l: LogLine): z.output<typeof LogLineResponse> {
   return {
     ...(l.time ? { time: l.time } : {}),
     replica: l.replica,
@@ -98,3 +140,24 @@ export function registerLogRoutes(router: Router, deps: HandlerDeps): void {
     })();
   });
 }
+
+export const logPaths: Paths = {
+  '/v2/projects/{project_id}/apps/{app_name}/logs': {
+    get: operation({
+      operationId: 'getAppLogs',
+      tag: TAG.logs,
+      summary: "An app's log lines, every replica, oldest first; with follow=true, server-sent events",
+      params: ['project_id', 'app_name'],
+      query: logsQuery,
+      responses: {
+        '200': {
+          description: 'The lines (JSON), or with follow=true a server-sent event stream of LogLine events.',
+          content: {
+            'application/json': { schema: LogLinesResponse },
+            'text/event-stream': { schema: { type: 'string' } },
+          },
+        },
+      },
+    }),
+  },
+};

@@ -4,6 +4,8 @@ import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { readJsonBody } from '../../shared/http/body.ts';
 import { issueRunToken } from '../../shared/run-tokens.ts';
 import { type HandlerDeps, projectScope } from '../context.ts';
+import { errorResponse, ok, operation, type Paths, TAG } from '../operation.ts';
+import { RunTokenResponse } from '../present.ts';
 import { activeKeySet } from '../signing-key.ts';
 import { createRunTokenBody, parseOrThrow, toDate } from '../validation.ts';
 
@@ -39,3 +41,19 @@ export function registerRunTokenRoutes(router: Router, deps: HandlerDeps): void 
     ctx.body = { token, project_id: projectId, expires_at: exp.toISOString() };
   });
 }
+
+export const runTokenPaths: Paths = {
+  '/v2/projects/{project_id}/run-tokens': {
+    post: operation({
+      operationId: 'createRunToken',
+      tag: TAG.runTokens,
+      summary: 'Issue a run token (JWT) for the run endpoint of this project',
+      params: ['project_id'],
+      body: createRunTokenBody,
+      responses: {
+        '201': ok('The token.', RunTokenResponse),
+        '422': errorResponse('expires_at is in the past or beyond the maximum lifetime.'),
+      },
+    }),
+  },
+};

@@ -3,7 +3,8 @@ import type { Router, RouterContext } from '@koa/router';
 import { type RunRecord, TERMINAL_RUN_STATES } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
-import { presentRun } from '../present.ts';
+import { errorResponse, ok, operation, type Paths, TAG } from '../operation.ts';
+import { presentRun, RunListResponse, RunResponse } from '../present.ts';
 import {
   listProjectRunsQuery,
   listRunsQuery,
@@ -96,3 +97,64 @@ export function registerRunRoutes(router: Router, deps: HandlerDeps): void {
     ctx.body = await cancel(projectId, await runs.get(projectId, appName, runId), runId);
   });
 }
+
+const cancelled = {
+  '202': ok('Cancellation requested; the run worker stops the run.', RunResponse),
+  '409': errorResponse('The run has already finished.'),
+};
+
+export const runPaths: Paths = {
+  '/v2/projects/{project_id}/runs': {
+    get: operation({
+      operationId: 'listProjectRuns',
+      tag: TAG.runs,
+      summary:
+        'Recent runs of every app of the project (or of `app`), newest first; results as metadata only',
+      params: ['project_id'],
+      query: listProjectRunsQuery,
+      responses: { '200': ok('The runs.', RunListResponse) },
+    }),
+  },
+  '/v2/projects/{project_id}/runs/{run_id}': {
+    get: operation({
+      operationId: 'getProjectRun',
+      tag: TAG.runs,
+      summary: 'A run by its id alone (run ids are unique in a project): as getRun',
+      params: ['project_id', 'run_id'],
+      responses: { '200': ok('The run, with its result.', RunResponse) },
+    }),
+    delete: operation({
+      operationId: 'cancelProjectRun',
+      tag: TAG.runs,
+      summary: 'Cancel a queued or running run',
+      params: ['project_id', 'run_id'],
+      responses: cancelled,
+    }),
+  },
+  '/v2/projects/{project_id}/apps/{app_name}/runs': {
+    get: operation({
+      operationId: 'listRuns',
+      tag: TAG.runs,
+      summary: 'Recent runs of an app, newest first; results as metadata only',
+      params: ['project_id', 'app_name'],
+      query: listRunsQuery,
+      responses: { '200': ok('The runs.', RunListResponse) },
+    }),
+  },
+  '/v2/projects/{project_id}/apps/{app_name}/runs/{run_id}': {
+    get: operation({
+      operationId: 'getRun',
+      tag: TAG.runs,
+      summary: "A run: state, timestamps, error, the function's result, webhook delivery attempts",
+      params: ['project_id', 'app_name', 'run_id'],
+      responses: { '200': ok('The run, with its result.', RunResponse) },
+    }),
+    delete: operation({
+      operationId: 'cancelRun',
+      tag: TAG.runs,
+      summary: 'Cancel a queued or running run',
+      params: ['project_id', 'app_name', 'run_id'],
+      responses: cancelled,
+    }),
+  },
+};

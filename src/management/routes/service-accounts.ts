@@ -3,7 +3,13 @@ import type { Router } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { readJsonBody } from '../../shared/http/body.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
-import { presentServiceAccount } from '../present.ts';
+import { errorResponse, ok, operation, type Paths, TAG } from '../operation.ts';
+import {
+  CreatedServiceAccountResponse,
+  presentServiceAccount,
+  ServiceAccountListResponse,
+  ServiceAccountResponse,
+} from '../present.ts';
 import { createServiceAccount } from '../service-accounts.ts';
 import { createServiceAccountBody, parseOrThrow, serviceAccountName, toDate } from '../validation.ts';
 
@@ -46,3 +52,36 @@ export function registerServiceAccountRoutes(router: Router, deps: HandlerDeps):
     ctx.body = presentServiceAccount(shown);
   });
 }
+
+export const serviceAccountPaths: Paths = {
+  '/v2/projects/{project_id}/service-accounts': {
+    get: operation({
+      operationId: 'listServiceAccounts',
+      tag: TAG.accounts,
+      summary: 'List service accounts (never their tokens)',
+      params: ['project_id'],
+      responses: { '200': ok('The service accounts, by name.', ServiceAccountListResponse) },
+    }),
+    post: operation({
+      operationId: 'createServiceAccount',
+      tag: TAG.accounts,
+      summary: 'Create a service account; its token is in this response only',
+      params: ['project_id'],
+      body: createServiceAccountBody,
+      responses: {
+        '201': ok('The account with its token.', CreatedServiceAccountResponse),
+        '409': errorResponse('The name is taken.'),
+        '422': errorResponse('expires_at is in the past or beyond the maximum lifetime.'),
+      },
+    }),
+  },
+  '/v2/projects/{project_id}/service-accounts/{name}': {
+    delete: operation({
+      operationId: 'revokeServiceAccount',
+      tag: TAG.accounts,
+      summary: 'Revoke a service account: its token is refused from now on',
+      params: ['project_id', 'name'],
+      responses: { '200': ok('The revoked account.', ServiceAccountResponse) },
+    }),
+  },
+};
