@@ -1,82 +1,56 @@
 /** The gateway process's environment, parsed once in main.ts (names and defaults: docs/gateway.md). */
 import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
-import { parseReplicasSetting } from '../shared/jetstream-replicas.ts';
+import { natsReplicas } from '../shared/jetstream-replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
+import { bool, commonEnv, int, port, readEnv, text } from '../shared/settings.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
-
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-const bool = (def: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0'])
-    .default(def ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1');
 
 const G = DEFAULT_GATEWAY_SETTINGS;
 const W = DEFAULT_RUN_WORKER_SETTINGS;
 
 export const GatewayEnv = z.object({
-  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
-  APPHOST_NATS_REPLICAS: z
-    .string()
-    .optional()
-    .transform((v, ctx) => {
-      try {
-        return parseReplicasSetting(v);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-        return z.NEVER;
-      }
-    }),
-  APPHOST_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-  APPHOST_OPS_PORT: int(9090),
-  APPHOST_GATEWAY_PORT: int(8080),
-  APPHOST_GATEWAY_HOST: z.string().default('0.0.0.0'),
+  ...commonEnv,
+  NATS_URL: text('nats://127.0.0.1:4222'),
+  APPHOST_NATS_REPLICAS: natsReplicas(),
+  APPHOST_GATEWAY_PORT: port(8080),
+  APPHOST_GATEWAY_HOST: text('0.0.0.0'),
   APPHOST_PLATFORM_KEY: z
     .string({ error: 'is required (the platform key that seals webhook secrets)' })
     .min(16, 'must be at least 16 characters'),
   APPHOST_RUN_TOKEN_KEYS_FILE: z
     .string({ error: 'is required (path of the run-token key set JSON)' })
     .min(1, 'is required'),
-  APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, 1_000),
+  APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, { min: 1_000 }),
   APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
-  APPHOST_RUN_TOKEN_LEEWAY_SECONDS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(MAX_RUN_TOKEN_LEEWAY_SECONDS)
-    .default(DEFAULT_RUN_TOKEN_LEEWAY_SECONDS),
+  APPHOST_RUN_TOKEN_LEEWAY_SECONDS: int(DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, {
+    max: MAX_RUN_TOKEN_LEEWAY_SECONDS,
+  }),
   APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(10_000),
   APPHOST_RUN_WORKER: bool(true),
   APPHOST_GATEWAY_FUNCTIONS_TTL_MS: int(60_000),
-  APPHOST_GATEWAY_FUNCTIONS_TIMEOUT_MS: int(2_000, 1),
-  APPHOST_GATEWAY_MAX_BODY_BYTES: int(G.maxBodyBytes, 1),
-  APPHOST_GATEWAY_SYNC_TIMEOUT_MS: int(G.syncTimeoutMs, 1),
+  APPHOST_GATEWAY_FUNCTIONS_TIMEOUT_MS: int(2_000, { min: 1 }),
+  APPHOST_GATEWAY_MAX_BODY_BYTES: int(G.maxBodyBytes, { min: 1 }),
+  APPHOST_GATEWAY_SYNC_TIMEOUT_MS: int(G.syncTimeoutMs, { min: 1 }),
   APPHOST_GATEWAY_STREAM_IDLE_TIMEOUT_MS: int(G.streamIdleTimeoutMs),
-  APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS: int(G.publishTimeoutMs, 1),
-  APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, 1),
+  APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS: int(G.publishTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, { min: 1 }),
   APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: int(G.drainTimeoutMs),
-  APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, 1),
+  APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, { min: 1 }),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS: int(G.webhookOutboxMaxJobs),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES: int(G.webhookOutboxMaxBytes),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS: int(G.webhookOutboxCloseMs),
-  APPHOST_RUN_CONSUMER: z.string().default(W.consumerName),
-  APPHOST_RUN_CONCURRENCY: int(W.concurrency, 1),
-  APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, 300),
-  APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, 1),
+  APPHOST_RUN_CONSUMER: text(W.consumerName),
+  APPHOST_RUN_CONCURRENCY: int(W.concurrency, { min: 1 }),
+  APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, { min: 300 }),
+  APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, { min: 1 }),
   APPHOST_RUN_RESULT_MAX_BYTES: int(W.maxResultBytes),
   APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
 export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayEnv {
-  const r = GatewayEnv.safeParse(env);
-  if (!r.success) {
-    throw new Error(
-      `invalid gateway settings: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
-    );
-  }
-  return r.data;
+  return readEnv('gateway', GatewayEnv, env);
 }
 
 export function gatewaySettings(e: GatewayEnv): GatewaySettings {

@@ -54,8 +54,8 @@ export function createManagementApi(
   const auth = createAuthenticator({
     store: deps.store,
     settings: {
-      cacheMs: settings.authCacheSeconds * 1000,
-      touchIntervalMs: settings.lastUsedIntervalSeconds * 1000,
+      cacheMs: settings.authCacheMs,
+      touchIntervalMs: settings.lastUsedIntervalMs,
     },
     log: deps.log,
     now: () => clock.now(),

@@ -13,15 +13,15 @@ export interface ManagementSettings {
   /** Largest request body accepted; larger → 413. */
   maxBodyBytes: number;
   /** How long a verified service-account token is trusted without re-reading the store. */
-  authCacheSeconds: number;
-  /** Minimum seconds between last-used writes for one service account. */
-  lastUsedIntervalSeconds: number;
+  authCacheMs: number;
+  /** Minimum time between last-used writes for one service account. */
+  lastUsedIntervalMs: number;
   /** Longest lifetime a run token may be issued for. */
   maxRunTokenDays: number;
   /** Longest lifetime a service-account token may be created with. */
   maxServiceAccountDays: number;
   /** Age a rotated run-token key must reach before it signs (its way to the gateway's mounted Secret). */
-  runTokenKeyActivationSeconds: number;
+  runTokenKeyActivationMs: number;
   /** Most log lines one logs request returns (and the default `tail`). */
   logsMaxLines: number;
   /** Longest a log follow runs before the server ends it (the client may follow again). */
@@ -34,11 +34,11 @@ export interface ManagementSettings {
 
 export const DEFAULT_SETTINGS: ManagementSettings = {
   maxBodyBytes: 64 * 1024,
-  authCacheSeconds: 3,
-  lastUsedIntervalSeconds: 60,
+  authCacheMs: 3_000,
+  lastUsedIntervalMs: 60_000,
   maxRunTokenDays: 366,
   maxServiceAccountDays: 366,
-  runTokenKeyActivationSeconds: 120,
+  runTokenKeyActivationMs: 120_000,
   logsMaxLines: 1_000,
   logsFollowMaxMs: 3_600_000,
   logsMaxBufferedBytes: 1024 * 1024,

@@ -12,12 +12,22 @@ import { z } from 'zod';
 import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
 import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
-import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
+import { natsReplicas, resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsClientOptions } from '../shared/nats-url.ts';
 import { startOpsServer } from '../shared/ops.ts';
+import {
+  commonEnv,
+  deprecatedSettings,
+  int,
+  optionalText,
+  port,
+  type Renamed,
+  readEnv,
+  text,
+} from '../shared/settings.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createDeliveryStore } from '../webhooks/deliveries.ts';
 import { openDeliveriesBucket } from '../webhooks/stream.ts';
@@ -27,37 +37,53 @@ import { withDeadline } from './deadline.ts';
 import { createKubeLogSource, DEFAULT_KUBE_LOG_SETTINGS } from './logs/kube.ts';
 import { createKubeStore } from './store/kube.ts';
 
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-
 /** Every setting, its env name and default (documented in docs/management.md). */
 export const ManagementEnv = z.object({
-  APPHOST_MANAGEMENT_PORT: int(8081),
-  APPHOST_MANAGEMENT_HOST: z.string().default('0.0.0.0'),
-  APPHOST_OPS_PORT: int(9090),
-  APPHOST_LOG_LEVEL: z.string().default('info'),
-  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
-  APPHOST_NATS_REPLICAS: z.string().optional(),
-  KUBECONFIG: z.string().optional(),
-  APPHOST_RUN_TOKEN_KEYS_NAMESPACE: z.string().min(1).default('apphost-system'),
-  APPHOST_MANAGEMENT_MAX_BODY_BYTES: int(DEFAULT_SETTINGS.maxBodyBytes, 1),
-  APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS: int(DEFAULT_SETTINGS.authCacheSeconds),
-  APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS: int(DEFAULT_SETTINGS.lastUsedIntervalSeconds),
-  APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS: int(DEFAULT_SETTINGS.maxRunTokenDays, 1),
-  APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS: int(DEFAULT_SETTINGS.maxServiceAccountDays, 1),
-  APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS: int(DEFAULT_SETTINGS.runTokenKeyActivationSeconds),
-  APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS: int(10, 1),
-  APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS: int(2),
-  APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS: int(10, 1),
-  APPHOST_MANAGEMENT_SHUTDOWN_SECONDS: int(15, 1),
+  ...commonEnv,
+  APPHOST_MANAGEMENT_PORT: port(8081),
+  APPHOST_MANAGEMENT_HOST: text('0.0.0.0'),
+  NATS_URL: text('nats://127.0.0.1:4222'),
+  APPHOST_NATS_REPLICAS: natsReplicas(),
+  KUBECONFIG: optionalText(),
+  APPHOST_RUN_TOKEN_KEYS_NAMESPACE: text('apphost-system'),
+  APPHOST_MANAGEMENT_MAX_BODY_BYTES: int(DEFAULT_SETTINGS.maxBodyBytes, { min: 1 }),
+  APPHOST_MANAGEMENT_AUTH_CACHE_MS: int(DEFAULT_SETTINGS.authCacheMs),
+  APPHOST_MANAGEMENT_LAST_USED_INTERVAL_MS: int(DEFAULT_SETTINGS.lastUsedIntervalMs),
+  APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS: int(DEFAULT_SETTINGS.maxRunTokenDays, { min: 1 }),
+  APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS: int(DEFAULT_SETTINGS.maxServiceAccountDays, { min: 1 }),
+  APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_MS: int(DEFAULT_SETTINGS.runTokenKeyActivationMs),
+  APPHOST_MANAGEMENT_BACKEND_TIMEOUT_MS: int(10_000, { min: 1 }),
+  APPHOST_MANAGEMENT_PROJECT_CACHE_MS: int(2_000),
+  APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS: int(10_000, { min: 1 }),
+  APPHOST_MANAGEMENT_SHUTDOWN_TIMEOUT_MS: int(15_000, { min: 1 }),
   APPHOST_DASHBOARD_API_URL: z.url().optional(),
-  APPHOST_DASHBOARD_SESSION_SECONDS: int(DEFAULT_DASHBOARD_SETTINGS.sessionMaxSeconds, 60),
-  APPHOST_MANAGEMENT_LOGS_MAX_LINES: int(DEFAULT_SETTINGS.logsMaxLines, 1),
-  APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS: int(DEFAULT_SETTINGS.logsFollowMaxMs, 1_000),
-  APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES: int(DEFAULT_SETTINGS.logsMaxBufferedBytes, 1_024),
-  APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS: int(DEFAULT_SETTINGS.logsHeartbeatMs, 100),
-  APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD: int(DEFAULT_KUBE_LOG_SETTINGS.limitBytesPerPod, 1_024),
+  APPHOST_DASHBOARD_SESSION_SECONDS: int(DEFAULT_DASHBOARD_SETTINGS.sessionMaxSeconds, { min: 60 }),
+  APPHOST_MANAGEMENT_LOGS_MAX_LINES: int(DEFAULT_SETTINGS.logsMaxLines, { min: 1 }),
+  APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS: int(DEFAULT_SETTINGS.logsFollowMaxMs, { min: 1_000 }),
+  APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES: int(DEFAULT_SETTINGS.logsMaxBufferedBytes, { min: 1_024 }),
+  APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS: int(DEFAULT_SETTINGS.logsHeartbeatMs, { min: 100 }),
+  APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD: int(DEFAULT_KUBE_LOG_SETTINGS.limitBytesPerPod, {
+    min: 1_024,
+  }),
 });
-export type ManagementEnv = z.infer<typeof ManagementEnv>;
+export type ManagementEnv = z.output<typeof ManagementEnv>;
+
+/** The first release's names, in seconds: still read, with a warning (docs/management.md, Deprecated). */
+export const RENAMED_MANAGEMENT_SETTINGS: Record<string, Renamed> = Object.fromEntries(
+  [
+    ['AUTH_CACHE_SECONDS', 'AUTH_CACHE_MS'],
+    ['LAST_USED_INTERVAL_SECONDS', 'LAST_USED_INTERVAL_MS'],
+    ['RUN_TOKEN_KEY_ACTIVATION_SECONDS', 'RUN_TOKEN_KEY_ACTIVATION_MS'],
+    ['BACKEND_TIMEOUT_SECONDS', 'BACKEND_TIMEOUT_MS'],
+    ['PROJECT_CACHE_SECONDS', 'PROJECT_CACHE_MS'],
+    ['NATS_CONNECT_TIMEOUT_SECONDS', 'NATS_CONNECT_TIMEOUT_MS'],
+    ['SHUTDOWN_SECONDS', 'SHUTDOWN_TIMEOUT_MS'],
+  ].map(([old, now]) => [`APPHOST_MANAGEMENT_${old}`, { name: `APPHOST_MANAGEMENT_${now}`, scale: 1000 }]),
+);
+
+export function readManagementEnv(env: NodeJS.ProcessEnv): ManagementEnv {
+  return readEnv('management', ManagementEnv, env, RENAMED_MANAGEMENT_SETTINGS);
+}
 
 export function loadKubeConfig(kubeconfig: string | undefined): KubeConfig {
   const kc = new KubeConfig();
@@ -67,16 +93,17 @@ export function loadKubeConfig(kubeconfig: string | undefined): KubeConfig {
 }
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
-  const cfg = ManagementEnv.parse(env);
+  const cfg = readManagementEnv(env);
   const log = createLogger({ name: 'management', level: cfg.APPHOST_LOG_LEVEL });
+  for (const warning of deprecatedSettings(env, RENAMED_MANAGEMENT_SETTINGS)) log.warn(warning);
   const registry = new Registry();
-  const backendMs = cfg.APPHOST_MANAGEMENT_BACKEND_TIMEOUT_SECONDS * 1000;
+  const backendMs = cfg.APPHOST_MANAGEMENT_BACKEND_TIMEOUT_MS;
 
   const kc = loadKubeConfig(cfg.KUBECONFIG);
   const store = withDeadline(
     createKubeStore(kc, {
       keysNamespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
-      namespaceCacheMs: cfg.APPHOST_MANAGEMENT_PROJECT_CACHE_SECONDS * 1000,
+      namespaceCacheMs: cfg.APPHOST_MANAGEMENT_PROJECT_CACHE_MS,
     }),
     backendMs,
     'the Kubernetes API',
@@ -85,10 +112,10 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const nc = await connect({
     ...natsClientOptions(cfg.NATS_URL),
     name: 'apphost-management',
-    timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000,
+    timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS,
     maxReconnectAttempts: -1,
   });
-  const replicas = resolveReplicas(parseReplicasSetting(cfg.APPHOST_NATS_REPLICAS), nc);
+  const replicas = resolveReplicas(cfg.APPHOST_NATS_REPLICAS, nc);
   const { runsKv, deliveriesKv } = await retryJetStreamSetup(
     'opening the run and delivery buckets',
     async () => {
@@ -98,7 +125,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
         deliveriesKv: await openDeliveriesBucket(jsm, replicas),
       };
     },
-    { boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_SECONDS * 1000 * 6, log },
+    { boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS * 6, log },
   );
   const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
   const deliveries = withDeadline(createDeliveryStore(deliveriesKv), backendMs, 'the delivery store');
@@ -127,11 +154,11 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     registry,
     settings: {
       maxBodyBytes: cfg.APPHOST_MANAGEMENT_MAX_BODY_BYTES,
-      authCacheSeconds: cfg.APPHOST_MANAGEMENT_AUTH_CACHE_SECONDS,
-      lastUsedIntervalSeconds: cfg.APPHOST_MANAGEMENT_LAST_USED_INTERVAL_SECONDS,
+      authCacheMs: cfg.APPHOST_MANAGEMENT_AUTH_CACHE_MS,
+      lastUsedIntervalMs: cfg.APPHOST_MANAGEMENT_LAST_USED_INTERVAL_MS,
       maxRunTokenDays: cfg.APPHOST_MANAGEMENT_MAX_RUN_TOKEN_DAYS,
       maxServiceAccountDays: cfg.APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS,
-      runTokenKeyActivationSeconds: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_SECONDS,
+      runTokenKeyActivationMs: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_MS,
       logsMaxLines: cfg.APPHOST_MANAGEMENT_LOGS_MAX_LINES,
       logsFollowMaxMs: cfg.APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS,
       logsMaxBufferedBytes: cfg.APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES,
@@ -162,7 +189,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   });
   log.info({ port: cfg.APPHOST_MANAGEMENT_PORT, opsPort: ops.port() }, 'management API listening');
 
-  onShutdownSignal(log, cfg.APPHOST_MANAGEMENT_SHUTDOWN_SECONDS * 1000, [
+  onShutdownSignal(log, cfg.APPHOST_MANAGEMENT_SHUTDOWN_TIMEOUT_MS, [
     { name: 'drain', run: async () => ops.drain() },
     {
       name: 'http',

@@ -46,7 +46,7 @@ describe('POST /run-tokens after a rotation', () => {
       log: silentLogger(),
       registry: new Registry(),
       clock: { now: () => now, sleep: async () => {} },
-      settings: { runTokenKeyActivationSeconds: 120 },
+      settings: { runTokenKeyActivationMs: 120_000 },
     });
     const server = app.listen(0, '127.0.0.1');
     await new Promise<void>((r) => server.once('listening', () => r()));

@@ -4,22 +4,15 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { z } from 'zod';
 import { createLogger } from '../shared/log.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createOperator } from './operator.ts';
-import { operatorSettingsFromEnv } from './settings.ts';
-
-const MainEnv = z.object({
-  APPHOST_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-  APPHOST_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9090),
-  KUBECONFIG: z.string().optional(),
-});
+import { operatorSettings, readOperatorEnv } from './settings.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
-  const e = MainEnv.parse(env);
-  const settings = operatorSettingsFromEnv(env);
+  const e = readOperatorEnv(env);
+  const settings = operatorSettings(e);
   const log = createLogger({ name: 'apphost-operator', level: e.APPHOST_LOG_LEVEL });
   const kc = new KubeConfig();
   if (e.KUBECONFIG) kc.loadFromFile(e.KUBECONFIG.split(':')[0] ?? e.KUBECONFIG);

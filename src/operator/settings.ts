@@ -1,9 +1,10 @@
 /**
  * The operator's settings: every bound and name it uses, with documented defaults (docs/operator.md).
- * `operatorSettingsFromEnv` is called by main.ts only; tests build settings with `defaultOperatorSettings`.
+ * main.ts reads the environment with `readOperatorEnv`; tests build settings with `defaultOperatorSettings`.
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
 import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
@@ -77,49 +78,54 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
   };
 }
 
-const int = (min: number) => z.coerce.number().int().min(min);
+/** Every variable the operator reads (docs/operator.md). */
+export const OperatorEnv = z
+  .object({
+    ...commonEnv,
+    KUBECONFIG: optionalText(),
+    APPHOST_RUNTIME_IMAGE: text(DEFAULT_RUNTIME_IMAGE),
+    APPHOST_PLATFORM_IMAGE: text(DEFAULT_ARTIFACT_FETCH.platformImage),
+    NATS_URL: text(DEFAULT_ARTIFACT_FETCH.natsUrl),
+    APPHOST_GATEWAY_NAMESPACE: text('apphost-system'),
+    APPHOST_GATEWAY_SERVICE: text('apphost-gateway'),
+    APPHOST_GATEWAY_PORT: int(80, { min: 1, max: 65_535 }),
+    APPHOST_INGRESS_CLASS: optionalText(),
+    APPHOST_OPERATOR_NAMESPACE: text('apphost-system'),
+    APPHOST_OPERATOR_LEASE_NAME: text('apphost-operator'),
+    APPHOST_OPERATOR_IDENTITY: optionalText(),
+    APPHOST_OPERATOR_LEASE_DURATION_MS: int(15_000, { min: 1000 }),
+    APPHOST_OPERATOR_RENEW_DEADLINE_MS: int(10_000, { min: 500 }),
+    APPHOST_OPERATOR_RETRY_PERIOD_MS: int(2_000, { min: 100 }),
+    APPHOST_OPERATOR_WATCH_NAMESPACE: optionalText(),
+    APPHOST_OPERATOR_RESYNC_MS: int(300_000, { min: 1000 }),
+    APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS: int(300, { min: 1 }),
+    APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS: int(600_000, { min: 1000 }),
+    APPHOST_OPERATOR_REQUEST_TIMEOUT_MS: int(30_000, { min: 100 }),
+    APPHOST_OPERATOR_WORKERS: int(4, { min: 1 }),
+    APPHOST_OPERATOR_BACKOFF_BASE_MS: int(200, { min: 1 }),
+    APPHOST_OPERATOR_BACKOFF_MAX_MS: int(60_000, { min: 1 }),
+    APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS: int(30_000, { min: 100 }),
+    APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(10),
+    APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(300, { min: 1, max: 3600 }),
+  })
+  .refine((e) => e.APPHOST_OPERATOR_RENEW_DEADLINE_MS < e.APPHOST_OPERATOR_LEASE_DURATION_MS, {
+    path: ['APPHOST_OPERATOR_RENEW_DEADLINE_MS'],
+    message: 'must be less than APPHOST_OPERATOR_LEASE_DURATION_MS',
+  });
+export type OperatorEnv = z.output<typeof OperatorEnv>;
 
-const EnvSchema = z.object({
-  APPHOST_RUNTIME_IMAGE: z.string().min(1).default(DEFAULT_RUNTIME_IMAGE),
-  APPHOST_PLATFORM_IMAGE: z.string().min(1).default(DEFAULT_ARTIFACT_FETCH.platformImage),
-  NATS_URL: z.string().min(1).default(DEFAULT_ARTIFACT_FETCH.natsUrl),
-  APPHOST_GATEWAY_NAMESPACE: z.string().min(1).default('apphost-system'),
-  APPHOST_GATEWAY_SERVICE: z.string().min(1).default('apphost-gateway'),
-  APPHOST_GATEWAY_PORT: int(1).max(65535).default(80),
-  APPHOST_INGRESS_CLASS: z.string().optional(),
-  APPHOST_OPERATOR_NAMESPACE: z.string().min(1).default('apphost-system'),
-  APPHOST_OPERATOR_LEASE_NAME: z.string().min(1).default('apphost-operator'),
-  APPHOST_OPERATOR_IDENTITY: z.string().optional(),
-  APPHOST_OPERATOR_LEASE_DURATION_MS: int(1000).default(15_000),
-  APPHOST_OPERATOR_RENEW_DEADLINE_MS: int(500).default(10_000),
-  APPHOST_OPERATOR_RETRY_PERIOD_MS: int(100).default(2_000),
-  APPHOST_OPERATOR_WATCH_NAMESPACE: z.string().optional(),
-  APPHOST_OPERATOR_RESYNC_MS: int(1000).default(300_000),
-  APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS: int(1).default(300),
-  APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS: int(1000).default(600_000),
-  APPHOST_OPERATOR_REQUEST_TIMEOUT_MS: int(100).default(30_000),
-  APPHOST_OPERATOR_WORKERS: int(1).default(4),
-  APPHOST_OPERATOR_BACKOFF_BASE_MS: int(1).default(200),
-  APPHOST_OPERATOR_BACKOFF_MAX_MS: int(1).default(60_000),
-  APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS: int(100).default(30_000),
-  APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(0).default(10),
-  APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(1).max(3600).default(300),
-});
+export function readOperatorEnv(env: NodeJS.ProcessEnv): OperatorEnv {
+  return readEnv('operator', OperatorEnv, env);
+}
 
-export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSettings {
-  const e = EnvSchema.parse(env);
-  if (e.APPHOST_OPERATOR_RENEW_DEADLINE_MS >= e.APPHOST_OPERATOR_LEASE_DURATION_MS) {
-    throw new Error(
-      'APPHOST_OPERATOR_RENEW_DEADLINE_MS must be less than APPHOST_OPERATOR_LEASE_DURATION_MS',
-    );
-  }
+export function operatorSettings(e: OperatorEnv): OperatorSettings {
   return defaultOperatorSettings({
     runtimeImage: e.APPHOST_RUNTIME_IMAGE,
     artifactFetch: { platformImage: e.APPHOST_PLATFORM_IMAGE, natsUrl: e.NATS_URL },
     gatewayNamespace: e.APPHOST_GATEWAY_NAMESPACE,
     gatewayService: e.APPHOST_GATEWAY_SERVICE,
     gatewayPort: e.APPHOST_GATEWAY_PORT,
-    ingressClass: e.APPHOST_INGRESS_CLASS || undefined,
+    ingressClass: e.APPHOST_INGRESS_CLASS,
     terminationGraceMarginSeconds: e.APPHOST_TERMINATION_GRACE_MARGIN_SECONDS,
     appStartupTimeoutSeconds: e.APPHOST_APP_STARTUP_TIMEOUT_SECONDS,
     leaderElection: {
@@ -131,7 +137,7 @@ export function operatorSettingsFromEnv(env: NodeJS.ProcessEnv): OperatorSetting
       retryPeriodMs: e.APPHOST_OPERATOR_RETRY_PERIOD_MS,
       releaseOnStop: true,
     },
-    watchNamespace: e.APPHOST_OPERATOR_WATCH_NAMESPACE || undefined,
+    watchNamespace: e.APPHOST_OPERATOR_WATCH_NAMESPACE,
     resyncPeriodMs: e.APPHOST_OPERATOR_RESYNC_MS,
     watchTimeoutSeconds: e.APPHOST_OPERATOR_WATCH_TIMEOUT_SECONDS,
     watchIdleTimeoutMs: e.APPHOST_OPERATOR_WATCH_IDLE_TIMEOUT_MS,

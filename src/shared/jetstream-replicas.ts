@@ -9,6 +9,7 @@
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { z } from 'zod';
 import type { Logger } from './log.ts';
 
 /** JetStream's own limit. */
@@ -27,6 +28,20 @@ export function parseReplicasSetting(raw: string | undefined): ReplicasSetting {
     );
   return n;
 }
+
+/** The `APPHOST_NATS_REPLICAS` setting in a piece's env schema (src/shared/settings.ts). */
+export const natsReplicas = () =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx): ReplicasSetting => {
+      try {
+        return parseReplicasSetting(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    });
 
 /** Servers in the cluster `nc` is connected to: the client URLs it advertises (none when standalone). */
 export function clusterSize(nc: Pick<NatsConnection, 'info'>): number {

@@ -5,8 +5,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
-import { z } from 'zod';
-import { parseReplicasSetting, resolveReplicas } from '../shared/jetstream-replicas.ts';
+import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsClientOptions } from '../shared/nats-url.ts';
@@ -14,25 +13,12 @@ import { startOpsServer } from '../shared/ops.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createWebhookDispatcher } from './dispatcher.ts';
-import { parseWebhookSettings } from './settings.ts';
+import { readWebhooksEnv, webhookSettings } from './settings.ts';
 import { ensureWebhooksStream, openDeliveriesBucket } from './stream.ts';
 
-const EnvSchema = z.object({
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  APPHOST_LOG_LEVEL: z.string().default('info'),
-  APPHOST_OPS_PORT: z.coerce.number().int().min(0).max(65_535).default(9090),
-  APPHOST_PLATFORM_KEY: z.string().min(16, 'APPHOST_PLATFORM_KEY must be at least 16 characters'),
-  /** `auto` (min(3, NATS cluster size)) or 1..5: copies of WEBHOOKS and the deliveries bucket. */
-  APPHOST_NATS_REPLICAS: z.string().optional(),
-  /** Bound on start-up: connecting to NATS and creating the stream. */
-  APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(30_000),
-  /** Bound on SIGTERM: in-flight attempts get this long to finish (then JetStream redelivers them). */
-  APPHOST_WEBHOOK_STOP_BOUND_MS: z.coerce.number().int().min(0).default(20_000),
-});
-
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
-  const e = EnvSchema.parse(env);
-  const settings = parseWebhookSettings(env);
+  const e = readWebhooksEnv(env);
+  const settings = webhookSettings(e);
   const log = createLogger({ name: 'webhooks', level: e.APPHOST_LOG_LEVEL });
   const registry = new Registry();
 
@@ -49,7 +35,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       else if (s.type === 'reconnect') natsConnected = true;
     }
   })();
-  const replicas = resolveReplicas(parseReplicasSetting(e.APPHOST_NATS_REPLICAS), nc);
+  const replicas = resolveReplicas(e.APPHOST_NATS_REPLICAS, nc);
   const deliveriesKv = await retryJetStreamSetup(
     'creating the WEBHOOKS stream, consumer and deliveries bucket',
     async () => {

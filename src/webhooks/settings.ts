@@ -1,8 +1,10 @@
 /**
- * The dispatcher's settings and their documented defaults (docs/webhooks.md). `parseWebhookSettings`
- * is handed the environment by main.ts; nothing else reads env.
+ * The dispatcher's settings and their documented defaults (docs/webhooks.md). main.ts hands the
+ * environment to `readWebhooksEnv`; nothing else reads env.
  */
 import { z } from 'zod';
+import { natsReplicas } from '../shared/jetstream-replicas.ts';
+import { commonEnv, int, readEnv, text } from '../shared/settings.ts';
 import { MAX_RETRY_DELAY_MS } from './retry-policy.ts';
 import { parseCidr } from './ssrf.ts';
 
@@ -33,9 +35,10 @@ export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
   errorBackoffMs: 1_000,
 };
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const D = DEFAULT_WEBHOOK_SETTINGS;
 
-const EnvSchema = z.object({
+/** The dispatcher's tunables (docs/webhooks.md). */
+export const WebhookSettingsEnv = z.object({
   APPHOST_WEBHOOK_ALLOW_CIDRS: z
     .string()
     .default('')
@@ -53,17 +56,38 @@ const EnvSchema = z.object({
       }
       return list;
     }),
-  APPHOST_WEBHOOK_ATTEMPT_TIMEOUT_MS: int(100, 120_000).default(DEFAULT_WEBHOOK_SETTINGS.attemptTimeoutMs),
-  APPHOST_WEBHOOK_RETRY_DELAY_MS: int(0, MAX_RETRY_DELAY_MS).default(DEFAULT_WEBHOOK_SETTINGS.retryDelayMs),
-  APPHOST_WEBHOOK_CONCURRENCY: int(1, 1_000).default(DEFAULT_WEBHOOK_SETTINGS.concurrency),
-  APPHOST_WEBHOOK_MAX_RESPONSE_BYTES: int(0, 16 * 1024 * 1024).default(
-    DEFAULT_WEBHOOK_SETTINGS.maxResponseBytes,
-  ),
-  APPHOST_WEBHOOK_PULL_EXPIRES_MS: int(1_000, 60_000).default(DEFAULT_WEBHOOK_SETTINGS.pullExpiresMs),
+  APPHOST_WEBHOOK_ATTEMPT_TIMEOUT_MS: int(D.attemptTimeoutMs, { min: 100, max: 120_000 }),
+  APPHOST_WEBHOOK_RETRY_DELAY_MS: int(D.retryDelayMs, { max: MAX_RETRY_DELAY_MS }),
+  APPHOST_WEBHOOK_CONCURRENCY: int(D.concurrency, { min: 1, max: 1_000 }),
+  APPHOST_WEBHOOK_MAX_RESPONSE_BYTES: int(D.maxResponseBytes, { max: 16 * 1024 * 1024 }),
+  APPHOST_WEBHOOK_PULL_EXPIRES_MS: int(D.pullExpiresMs, { min: 1_000, max: 60_000 }),
 });
 
+/** Every variable `apphost webhooks` reads. */
+export const WebhooksEnv = WebhookSettingsEnv.extend({
+  ...commonEnv,
+  NATS_URL: text('nats://127.0.0.1:4222'),
+  /** `auto` (min(3, NATS cluster size)) or 1..5: copies of WEBHOOKS and the deliveries bucket. */
+  APPHOST_NATS_REPLICAS: natsReplicas(),
+  APPHOST_PLATFORM_KEY: z
+    .string({ error: 'is required (the platform key that seals webhook secrets)' })
+    .min(16, 'must be at least 16 characters'),
+  /** Bound on start-up: connecting to NATS and creating the stream. */
+  APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS: int(30_000, { min: 1_000 }),
+  /** Bound on SIGTERM: in-flight attempts get this long to finish (then JetStream redelivers them). */
+  APPHOST_WEBHOOK_STOP_BOUND_MS: int(20_000),
+});
+export type WebhooksEnv = z.output<typeof WebhooksEnv>;
+
+export function readWebhooksEnv(env: NodeJS.ProcessEnv): WebhooksEnv {
+  return readEnv('webhooks', WebhooksEnv, env);
+}
+
 export function parseWebhookSettings(env: NodeJS.ProcessEnv): WebhookSettings {
-  const e = EnvSchema.parse(env);
+  return webhookSettings(readEnv('webhooks', WebhookSettingsEnv, env));
+}
+
+export function webhookSettings(e: z.output<typeof WebhookSettingsEnv>): WebhookSettings {
   return {
     allowCidrs: e.APPHOST_WEBHOOK_ALLOW_CIDRS,
     attemptTimeoutMs: e.APPHOST_WEBHOOK_ATTEMPT_TIMEOUT_MS,

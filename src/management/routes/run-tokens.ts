@@ -31,7 +31,7 @@ export function registerRunTokenRoutes(router: Router, deps: HandlerDeps): void 
     const keys = activeKeySet(
       await deps.store.getRunTokenKeys(),
       now.getTime(),
-      deps.settings.runTokenKeyActivationSeconds * 1000,
+      deps.settings.runTokenKeyActivationMs,
     );
     const token = await issueRunToken(keys, projectId, expiresAt, now);
     ctx.status = 201;
