@@ -13,7 +13,7 @@ import { connect } from '@nats-io/transport-node';
 import type { WebhookJob } from '../src/shared/contracts/messaging.ts';
 import { createSecretBox } from '../src/shared/secretbox.ts';
 import { publishWebhookJob } from '../src/webhooks/publish.ts';
-import { ensureWebhooksStream } from '../src/webhooks/stream.ts';
+import { ensureWebhooksConsumer } from '../src/webhooks/stream.ts';
 import { freePort, waitFor } from '../test/harness/process.ts';
 import type { BenchContext } from './support/context.ts';
 import { BENCH_DIR, PLATFORM_KEY, STOP_GRACE_MS, startNodeChild } from './support/parts.ts';
@@ -114,7 +114,7 @@ export async function webhooks(ctx: BenchContext): Promise<void> {
   const receiver = await startReceiver();
   const box = createSecretBox(PLATFORM_KEY);
   try {
-    await ensureWebhooksStream(await jetstreamManager(nc));
+    await ensureWebhooksConsumer(await jetstreamManager(nc));
     const js = jetstream(nc);
     for (const signed of [false, true]) {
       const variant = signed ? 'signed' : 'unsigned';

@@ -6,10 +6,16 @@
  * rotated or expired token ends its sessions at once, on every replica).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { StorageType } from '@nats-io/jetstream';
-import type { KV, Kvm } from '@nats-io/kv';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import {
+  DASHBOARD_SESSIONS_BUCKET,
+  dashboardSessionsBucket,
+  ensureBucket,
+} from '../shared/nats/jetstream.ts';
+import { type Replicas, SINGLE_REPLICA } from '../shared/nats/replicas.ts';
 
-export const SESSIONS_BUCKET = 'apphost_dashboard_sessions';
+export const SESSIONS_BUCKET = DASHBOARD_SESSIONS_BUCKET;
 
 export interface Session {
   projectId: string;
@@ -48,8 +54,12 @@ function parseCookie(cookie: string): { projectId: string; serviceAccount: strin
 }
 
 /** Opens (creating if needed) the sessions bucket; entries expire `maxAgeMs` after they were written. */
-export async function openSessionsBucket(kvm: Kvm, maxAgeMs: number): Promise<KV> {
-  return kvm.create(SESSIONS_BUCKET, { history: 1, ttl: maxAgeMs, storage: StorageType.File });
+export async function openSessionsBucket(
+  jsm: JetStreamManager,
+  maxAgeMs: number,
+  replicas: Replicas = SINGLE_REPLICA,
+): Promise<KV> {
+  return ensureBucket(jsm, dashboardSessionsBucket(maxAgeMs), replicas);
 }
 
 export function createKvSessionStore(kv: KV): SessionStore {

@@ -1,7 +1,7 @@
 /** The gateway process's environment, parsed once in main.ts (names and defaults: docs/gateway.md). */
 import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
-import { natsReplicas } from '../shared/jetstream-replicas.ts';
+import { natsReplicas } from '../shared/nats/replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
 import { bool, commonEnv, int, port, readEnv, text } from '../shared/settings.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';

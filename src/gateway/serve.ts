@@ -6,17 +6,16 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
-import { resolveReplicas } from '../shared/jetstream-replicas.ts';
-import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
-import { natsClientOptions } from '../shared/nats-url.ts';
+import { connectNats } from '../shared/nats/connect.ts';
+import { resolveReplicas } from '../shared/nats/replicas.ts';
+import { retryJetStreamSetup } from '../shared/nats/setup.ts';
 import { type OpsServer, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -68,26 +67,21 @@ export async function serveGateway(opts: {
   }, env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS);
   reload.unref();
 
-  const nc = await connect({
-    ...natsClientOptions(env.NATS_URL),
+  const nats = await connectNats({
+    url: env.NATS_URL,
     name: 'apphost-gateway',
-    maxReconnectAttempts: -1,
-    timeout: NATS_CONNECT_TIMEOUT_MS,
+    timeoutMs: NATS_CONNECT_TIMEOUT_MS,
+    log: log.child({ component: 'nats' }),
   });
-  let natsConnected = true;
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'disconnect') natsConnected = false;
-      else if (s.type === 'reconnect') natsConnected = true;
-    }
-  })();
+  const { nc } = nats;
   const replicas = resolveReplicas(env.APPHOST_NATS_REPLICAS, nc);
   const setup = { boundMs: NATS_SETUP_TIMEOUT_MS, log };
   await retryJetStreamSetup(
     'creating the RUNS and WEBHOOKS streams and buckets',
+    // What the gateway writes: runs and their records, and webhook jobs of sync calls.
     async () => {
       const jsm = await jetstreamManager(nc);
-      await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
+      await ensureRunsInfrastructure(jsm, replicas);
       await ensureWebhooksStream(jsm, replicas);
     },
     setup,
@@ -126,10 +120,7 @@ export async function serveGateway(opts: {
   const ops = await startOpsServer({
     port: env.APPHOST_OPS_PORT,
     registry,
-    checks: [
-      { name: 'nats', check: () => natsConnected && !nc.isClosed() },
-      { name: 'gateway', check: () => !gateway.draining },
-    ],
+    checks: [nats.readiness, { name: 'gateway', check: () => !gateway.draining }],
   });
   const port = () => {
     const a = server.address();

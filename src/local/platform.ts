@@ -5,8 +5,6 @@
  */
 import { createServer, type Server } from 'node:http';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
 import { dashboardSettings } from '../dashboard/mount.ts';
 import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
 import { createGateway } from '../gateway/gateway.ts';
@@ -17,9 +15,9 @@ import { createMemoryStore } from '../management/store/memory.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker } from '../runs/worker.ts';
-import { resolveReplicas } from '../shared/jetstream-replicas.ts';
 import { listen } from '../shared/listen.ts';
-import { natsClientOptions } from '../shared/nats-url.ts';
+import { connectNats } from '../shared/nats/connect.ts';
+import { resolveReplicas } from '../shared/nats/replicas.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type RunTokenVerifier } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
@@ -45,24 +43,18 @@ function close(server: Server): Promise<void> {
 
 export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatform> {
   const { opts, log, registry } = deps;
-  const nc = await connect({
-    ...natsClientOptions(deps.natsUrl),
+  const nats = await connectNats({
+    url: deps.natsUrl,
     name: 'apphost-dev',
-    maxReconnectAttempts: -1,
-    timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS,
+    timeoutMs: LOCAL_NATS_CONNECT_TIMEOUT_MS,
+    log: log.child({ component: 'nats' }),
   });
-  let natsConnected = true;
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'disconnect') natsConnected = false;
-      else if (s.type === 'reconnect') natsConnected = true;
-    }
-  })();
+  const { nc } = nats;
   try {
     const jsm = await jetstreamManager(nc, { timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS });
     // A private nats-server keeps one copy; an external cluster (NATS_URL) gets min(3, its size).
     const replicas = resolveReplicas('auto', nc);
-    const runsKv = await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas);
+    const runsKv = await ensureRunsInfrastructure(jsm, replicas);
     await ensureWebhooksStream(jsm, replicas);
     const deliveriesKv = await openDeliveriesBucket(jsm, replicas);
     const runStore = createRunStore(runsKv, nc);
@@ -107,9 +99,10 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       registry,
       settings: { ...DEFAULT_WEBHOOK_SETTINGS, allowCidrs: LOCAL_WEBHOOK_ALLOW_CIDRS },
       deliveriesKv,
+      replicas,
     });
     const settings = dashboardSettings();
-    const sessionsKv = await openSessionsBucket(new Kvm(nc), settings.sessionMaxSeconds * 1000);
+    const sessionsKv = await openSessionsBucket(jsm, settings.sessionMaxSeconds * 1000, replicas);
     const management = createManagementApi({
       store,
       runs: runStore,
@@ -132,7 +125,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       apiPort: opts.port,
       managementPort: opts.managementPort,
       opsPort: opts.opsPort,
-      checks: [{ name: 'nats', check: () => natsConnected && !nc.isClosed() }],
+      checks: [nats.readiness],
       async createServiceAccountToken(projectId, name, expiresAt) {
         return (await createServiceAccount(store, projectId, name, expiresAt)).token;
       },

@@ -5,18 +5,17 @@
 import { createServer } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
 import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
 import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
-import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
-import { natsReplicas, resolveReplicas } from '../shared/jetstream-replicas.ts';
-import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
+import { ensureRunsBucket } from '../runs/infrastructure.ts';
+import { createRunStore } from '../runs/store.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
-import { natsClientOptions } from '../shared/nats-url.ts';
+import { connectNats } from '../shared/nats/connect.ts';
+import { natsReplicas, resolveReplicas } from '../shared/nats/replicas.ts';
+import { retryJetStreamSetup } from '../shared/nats/setup.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import {
   commonEnv,
@@ -29,8 +28,8 @@ import {
   text,
 } from '../shared/settings.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
-import { createDeliveryStore } from '../webhooks/deliveries.ts';
-import { openDeliveriesBucket } from '../webhooks/stream.ts';
+import { lazyDeliveryReader } from '../webhooks/deliveries.ts';
+import { findDeliveriesBucket } from '../webhooks/stream.ts';
 import { createManagementApi } from './app.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
 import { withDeadline } from './deadline.ts';
@@ -109,26 +108,31 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     'the Kubernetes API',
   );
 
-  const nc = await connect({
-    ...natsClientOptions(cfg.NATS_URL),
+  const nats = await connectNats({
+    url: cfg.NATS_URL,
     name: 'apphost-management',
-    timeout: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS,
-    maxReconnectAttempts: -1,
+    timeoutMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS,
+    log: log.child({ component: 'nats' }),
   });
+  const { nc } = nats;
   const replicas = resolveReplicas(cfg.APPHOST_NATS_REPLICAS, nc);
-  const { runsKv, deliveriesKv } = await retryJetStreamSetup(
-    'opening the run and delivery buckets',
-    async () => {
-      const jsm = await jetstreamManager(nc);
-      return {
-        runsKv: await ensureRunsInfrastructure(jsm, new Kvm(nc), replicas),
-        deliveriesKv: await openDeliveriesBucket(jsm, replicas),
-      };
+  const jsm = await jetstreamManager(nc);
+  // The API writes run records (cancel) and dashboard sessions; it only reads delivery records, which
+  // the dispatcher creates.
+  const runsKv = await retryJetStreamSetup(
+    'opening the run-record bucket',
+    () => ensureRunsBucket(jsm, replicas),
+    {
+      boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS * 6,
+      log,
     },
-    { boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS * 6, log },
   );
   const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
-  const deliveries = withDeadline(createDeliveryStore(deliveriesKv), backendMs, 'the delivery store');
+  const deliveries = withDeadline(
+    lazyDeliveryReader(() => findDeliveriesBucket(jsm)),
+    backendMs,
+    'the delivery store',
+  );
 
   const dashboard = {
     ...DEFAULT_DASHBOARD_SETTINGS,
@@ -136,7 +140,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     apiUrl: cfg.APPHOST_DASHBOARD_API_URL?.replace(/\/+$/, ''),
   };
   const sessions = withDeadline(
-    createKvSessionStore(await openSessionsBucket(new Kvm(nc), dashboard.sessionMaxSeconds * 1000)),
+    createKvSessionStore(await openSessionsBucket(jsm, dashboard.sessionMaxSeconds * 1000, replicas)),
     backendMs,
     'the session store',
   );
@@ -176,7 +180,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     port: cfg.APPHOST_OPS_PORT,
     registry,
     checks: [
-      { name: 'nats', check: () => !nc.isClosed() },
+      nats.readiness,
       {
         name: 'kubernetes',
         check: () =>

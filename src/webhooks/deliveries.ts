@@ -54,3 +54,21 @@ export function createDeliveryStore(kv: KV): DeliveryStore {
     },
   };
 }
+
+/**
+ * A reader for a process that does not create the bucket (the management API): opens it on first use,
+ * and answers "no record" while no dispatcher has created it yet.
+ */
+export function lazyDeliveryReader(find: () => Promise<KV | undefined>): Pick<DeliveryStore, 'get'> {
+  let store: DeliveryStore | undefined;
+  return {
+    async get(requestId) {
+      if (!store) {
+        const kv = await find();
+        if (!kv) return undefined;
+        store = createDeliveryStore(kv);
+      }
+      return store.get(requestId);
+    },
+  };
+}

@@ -4,13 +4,15 @@
  * that dies between attempts loses nothing; the attempt count lives in the delivery record, which is
  * written before each attempt starts, so a dispatcher that dies during an attempt cannot cause a 4th.
  */
-import { type Consumer, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { WEBHOOKS_STREAM } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
+import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
+import type { Replicas } from '../shared/nats/replicas.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { createDeliveryStore } from './deliveries.ts';
 import { createJobHandler, type JobMessage } from './handle-job.ts';
@@ -18,7 +20,7 @@ import { createHttpTransport, type DeliveryTransport } from './http-transport.ts
 import { createWebhookMetrics } from './metrics.ts';
 import type { WebhookSettings } from './settings.ts';
 import { createSsrfGuard, errorText, type ResolveHost, systemResolveHost } from './ssrf.ts';
-import { openDeliveriesBucket, WEBHOOKS_CONSUMER } from './stream.ts';
+import { ensureWebhooksConsumer, openDeliveriesBucket, WEBHOOKS_CONSUMER } from './stream.ts';
 
 export { INTERRUPTED_ATTEMPT, MAX_DELIVERIES, parseWebhookJob } from './handle-job.ts';
 
@@ -32,6 +34,8 @@ export interface WebhookDispatcherDeps {
   resolveHost?: ResolveHost;
   /** The deliveries bucket (see `openDeliveriesBucket`); opened from `nc` when absent. */
   deliveriesKv?: KV;
+  /** Replicas of WEBHOOKS and the deliveries bucket (src/shared/nats/replicas.ts); one when not given. */
+  replicas?: Replicas;
   /** Replaces the HTTP transport (tests of faults the network cannot produce). */
   transport?: DeliveryTransport;
 }
@@ -59,45 +63,15 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       maxResponseBytes: settings.maxResponseBytes,
     });
   let handle: ((msg: JobMessage) => Promise<void>) | undefined;
+  let pulling: PullLoop | undefined;
   let running = false;
-  let inFlight = 0;
-  const loops: Promise<void>[] = [];
-  const batches = new Set<{ stop(err?: Error): void }>();
-
-  async function loop(consumer: Consumer) {
-    while (running) {
-      try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: settings.pullExpiresMs });
-        batches.add(batch);
-        try {
-          for await (const msg of batch) {
-            if (!running) {
-              msg.nak();
-              continue;
-            }
-            inFlight++;
-            try {
-              await (handle as (msg: JobMessage) => Promise<void>)(msg);
-            } finally {
-              inFlight--;
-            }
-          }
-        } finally {
-          batches.delete(batch);
-        }
-      } catch (err) {
-        if (!running) break;
-        deps.log.warn({ err: errorText(err) }, 'pulling webhook jobs failed; backing off');
-        await clock.sleep(settings.errorBackoffMs).catch(() => {});
-      }
-    }
-  }
 
   return {
     async start() {
       if (running) return;
       if (!handle) {
-        const kv = deps.deliveriesKv ?? (await openDeliveriesBucket(await jetstreamManager(deps.nc)));
+        const kv =
+          deps.deliveriesKv ?? (await openDeliveriesBucket(await jetstreamManager(deps.nc), deps.replicas));
         handle = createJobHandler({
           store: createDeliveryStore(kv),
           transport,
@@ -109,25 +83,43 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
           errorBackoffMs: settings.errorBackoffMs,
         });
       }
+      const jsm = await jetstreamManager(deps.nc);
+      await ensureWebhooksConsumer(jsm, deps.replicas);
       const consumer = await jetstream(deps.nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
+      const handleJob = handle;
+      pulling = startPullLoop({
+        consumer,
+        concurrency: settings.concurrency,
+        expiresMs: settings.pullExpiresMs,
+        errorBackoffMs: settings.errorBackoffMs,
+        clock,
+        log: deps.log,
+        handle: (msg) => handleJob(msg),
+        // Left unacked: JetStream redelivers it after the ack wait.
+        onError: async (err) => {
+          deps.log.warn({ err: errorText(err) }, 'handling a webhook job failed; backing off');
+          await clock.sleep(settings.errorBackoffMs).catch(() => {});
+        },
+      });
       running = true;
-      for (let i = 0; i < settings.concurrency; i++) loops.push(loop(consumer));
       deps.log.info({ concurrency: settings.concurrency }, 'webhook dispatcher started');
     },
     async stop(boundMs) {
-      if (!running) return;
+      if (!running || !pulling) return;
       running = false;
-      for (const b of batches) b.stop();
-      const all = Promise.all(loops.splice(0));
+      const loop = pulling;
+      loop.stop();
+      const all = loop.done;
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<'bound'>((resolve) => {
         timer = setTimeout(() => resolve('bound'), boundMs);
       });
       const r = await Promise.race([all.then(() => 'done' as const), bound]);
       clearTimeout(timer);
-      if (r === 'bound') deps.log.warn({ inFlight, boundMs }, 'stop bound passed with attempts in flight');
+      if (r === 'bound')
+        deps.log.warn({ inFlight: loop.inFlight(), boundMs }, 'stop bound passed with attempts in flight');
       else deps.log.info('webhook dispatcher stopped');
     },
-    inFlight: () => inFlight,
+    inFlight: () => pulling?.inFlight() ?? 0,
   };
 }

@@ -3,18 +3,17 @@
  * replicas sharing the durable consumer). Reads env, builds real dependencies, installs shutdown.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
-import { resolveReplicas } from '../shared/jetstream-replicas.ts';
-import { retryJetStreamSetup } from '../shared/jetstream-setup.ts';
 import { createLogger } from '../shared/log.ts';
-import { natsClientOptions } from '../shared/nats-url.ts';
+import { connectNats } from '../shared/nats/connect.ts';
+import { resolveReplicas } from '../shared/nats/replicas.ts';
+import { retryJetStreamSetup } from '../shared/nats/setup.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createWebhookDispatcher } from './dispatcher.ts';
 import { readWebhooksEnv, webhookSettings } from './settings.ts';
-import { ensureWebhooksStream, openDeliveriesBucket } from './stream.ts';
+import { openDeliveriesBucket } from './stream.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const e = readWebhooksEnv(env);
@@ -22,27 +21,18 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const log = createLogger({ name: 'webhooks', level: e.APPHOST_LOG_LEVEL });
   const registry = new Registry();
 
-  const nc = await connect({
-    ...natsClientOptions(e.NATS_URL),
+  const nats = await connectNats({
+    url: e.NATS_URL,
     name: 'apphost-webhooks',
-    maxReconnectAttempts: -1,
-    timeout: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
+    timeoutMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
+    log: log.child({ component: 'nats' }),
   });
-  let natsConnected = true;
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'disconnect') natsConnected = false;
-      else if (s.type === 'reconnect') natsConnected = true;
-    }
-  })();
+  const { nc } = nats;
   const replicas = resolveReplicas(e.APPHOST_NATS_REPLICAS, nc);
   const deliveriesKv = await retryJetStreamSetup(
-    'creating the WEBHOOKS stream, consumer and deliveries bucket',
-    async () => {
-      const jsm = await jetstreamManager(nc);
-      await ensureWebhooksStream(jsm, replicas);
-      return openDeliveriesBucket(jsm, replicas);
-    },
+    'creating the deliveries bucket',
+    // The bucket the dispatcher writes; its consumer (and the stream under it) it ensures in start().
+    async () => openDeliveriesBucket(await jetstreamManager(nc), replicas),
     { boundMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS, log },
   );
 
@@ -53,6 +43,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     registry,
     settings,
     deliveriesKv,
+    replicas,
   });
   await retryJetStreamSetup('starting the dispatcher', () => dispatcher.start(), {
     boundMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
@@ -61,7 +52,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const ops = await startOpsServer({
     port: e.APPHOST_OPS_PORT,
     registry,
-    checks: [{ name: 'nats', check: () => natsConnected && !nc.isClosed() }],
+    checks: [nats.readiness],
   });
   log.info(
     {

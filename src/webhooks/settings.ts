@@ -3,7 +3,7 @@
  * environment to `readWebhooksEnv`; nothing else reads env.
  */
 import { z } from 'zod';
-import { natsReplicas } from '../shared/jetstream-replicas.ts';
+import { natsReplicas } from '../shared/nats/replicas.ts';
 import { commonEnv, int, readEnv, text } from '../shared/settings.ts';
 import { MAX_RETRY_DELAY_MS } from './retry-policy.ts';
 import { parseCidr } from './ssrf.ts';

@@ -26,7 +26,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_BUCKET, type RunRecord, runKey } from '../../src/shared/contracts/messaging.ts';
-import { natsServers } from '../../src/shared/nats-url.ts';
+import { natsServers } from '../../src/shared/nats/url.ts';
 import { generateSigningKey, issueRunToken } from '../../src/shared/run-tokens.ts';
 import { type NatsCluster, startNatsCluster } from '../harness/nats-cluster.ts';
 import { freePort, waitFor } from '../harness/process.ts';

@@ -7,10 +7,10 @@ import { Registry } from 'prom-client';
 import { parseGatewayEnv, runWorkerSettings } from '../../src/gateway/config.ts';
 import { createRunWorker } from '../../src/runs/worker.ts';
 import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
-import { resolveReplicas } from '../../src/shared/jetstream-replicas.ts';
-import { retryJetStreamSetup } from '../../src/shared/jetstream-setup.ts';
 import { createLogger } from '../../src/shared/log.ts';
-import { natsClientOptions } from '../../src/shared/nats-url.ts';
+import { resolveReplicas } from '../../src/shared/nats/replicas.ts';
+import { retryJetStreamSetup } from '../../src/shared/nats/setup.ts';
+import { natsClientOptions } from '../../src/shared/nats/url.ts';
 import { onShutdownSignal } from '../../src/shared/shutdown.ts';
 import { staticResolver } from '../integration/gateway/helpers.ts';
 

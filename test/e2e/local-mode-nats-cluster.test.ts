@@ -10,7 +10,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNS_BUCKET, RUNS_STREAM, WEBHOOKS_STREAM } from '../../src/shared/contracts/messaging.ts';
-import { natsServers } from '../../src/shared/nats-url.ts';
+import { natsServers } from '../../src/shared/nats/url.ts';
 import { type NatsCluster, startNatsCluster } from '../harness/nats-cluster.ts';
 import { startWatchdog, type Watchdog } from '../harness/watchdog.ts';
 import { type DevProcess, REPO, startDevProcess, until } from './dev-process.ts';

@@ -7,12 +7,12 @@
 import type { WebhookTarget } from '../../shared/contracts/messaging.ts';
 import type { ResolvedApp } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { forwardQuery, forwardRequestHeaders } from '../../shared/http/upstream.ts';
 import type { SecretBox } from '../../shared/secretbox.ts';
 import { parseWebhookEndpoint } from '../../webhooks/publish.ts';
 import { checkCortexBody, readBody } from '../body.ts';
 import type { GatewayContext, RunTarget } from '../context.ts';
 import { appNotFound } from '../middleware/auth.ts';
-import { forwardQuery, forwardRequestHeaders } from '../upstream.ts';
 
 export interface PreparedRun {
   target: RunTarget;

@@ -9,9 +9,9 @@ import type { Dispatcher } from 'undici';
 import { makeWebhookJob } from '../../runs/webhook-job.ts';
 import type { WebhookJob } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { callUpstream, forwardResponseHeaders, upstreamError } from '../../shared/http/upstream.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
-import { callUpstream, forwardResponseHeaders, upstreamError } from '../upstream.ts';
 import type { PreparedRun } from './prepare.ts';
 
 export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';

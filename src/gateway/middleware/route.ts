@@ -1,8 +1,8 @@
 /** `POST /v4/<project_id>/<app_name>/<path>`: the only route; everything else is 404/405. */
 import type { Middleware } from 'koa';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { checkForwardPath } from '../../shared/http/upstream.ts';
 import type { GatewayState } from '../context.ts';
-import { checkForwardPath } from '../upstream.ts';
 import { appNotFound } from './auth.ts';
 
 const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)(?:\/(.*))?$/;

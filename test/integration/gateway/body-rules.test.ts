@@ -4,7 +4,6 @@
  */
 import type { Server } from 'node:http';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { request } from 'undici';
@@ -35,7 +34,7 @@ beforeAll(async () => {
   [nats, runtime] = await Promise.all([startNats(), startRuntime()]);
   nc = await connect({ servers: nats.url });
   const jsm = await jetstreamManager(nc);
-  await ensureRunsInfrastructure(jsm, new Kvm(nc));
+  await ensureRunsInfrastructure(jsm);
   await ensureWebhooksStream(jsm);
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
   gateway = createGateway({

@@ -24,7 +24,7 @@ import {
   type KeySet,
 } from '../../../src/shared/run-tokens.ts';
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
-import { ensureWebhooksStream, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
+import { ensureWebhooksConsumer, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import {
@@ -97,7 +97,7 @@ beforeAll(async () => {
     generateSigningKey().then((k) => ({ keys: [k] })),
   ]);
   nc = await connect({ servers: nats.url });
-  await ensureWebhooksStream(await jetstreamManager(nc));
+  await ensureWebhooksConsumer(await jetstreamManager(nc));
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
   recorder = await listen((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers });

@@ -3,7 +3,6 @@
  * private NATS JetStream server: what the run worker and the dispatcher write is what the API shows.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceAccount } from '../../../src/management/service-accounts.ts';
@@ -29,7 +28,7 @@ describe('runs over real NATS KV (run store + delivery store)', () => {
     nats = await startNats();
     nc = await connect({ servers: nats.url });
     const jsm = await jetstreamManager(nc);
-    runs = createRunStore(await ensureRunsInfrastructure(jsm, new Kvm(nc)), nc);
+    runs = createRunStore(await ensureRunsInfrastructure(jsm), nc);
     deliveries = createDeliveryStore(await openDeliveriesBucket(jsm));
     const store = createMemoryStore({ projects: { proj: ['hello'], other: ['hello'] } });
     token = (await createServiceAccount(store, 'proj', 'admin', new Date('2099-01-01'))).token;

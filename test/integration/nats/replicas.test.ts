@@ -12,9 +12,9 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRunsInfrastructure } from '../../../src/runs/infrastructure.ts';
 import { RUNS_BUCKET, RUNS_STREAM, WEBHOOKS_STREAM } from '../../../src/shared/contracts/messaging.ts';
-import { clusterSize, resolveReplicas } from '../../../src/shared/jetstream-replicas.ts';
-import { natsServers } from '../../../src/shared/nats-url.ts';
-import { ensureWebhooksStream } from '../../../src/webhooks/stream.ts';
+import { clusterSize, type Replicas, resolveReplicas } from '../../../src/shared/nats/replicas.ts';
+import { natsServers } from '../../../src/shared/nats/url.ts';
+import { ensureWebhooksConsumer, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
 import { type NatsCluster, startNatsCluster } from '../../harness/nats-cluster.ts';
 import { startWatchdog, type Watchdog } from '../../harness/watchdog.ts';
 
@@ -53,15 +53,20 @@ describe('replicas on a 3-node cluster', () => {
     async () => {
       const jsm = await jetstreamManager(nc, { timeout: JS_TIMEOUT_MS });
       // As an older version (or a single-server install) left them: one copy.
-      const kv = await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })));
-      await ensureWebhooksStream(jsm);
+      const kv = await ensureRunsInfrastructure(jsm);
+      // What the dispatcher ensures: the WEBHOOKS stream under its consumer, and the deliveries bucket.
+      const ensureWebhooks = async (r?: Replicas) => {
+        await ensureWebhooksConsumer(jsm, r);
+        await openDeliveriesBucket(jsm, r);
+      };
+      await ensureWebhooks();
       expect(await replicasOf(RUNS_STREAM)).toBe(1);
       await jetstream(nc).publish('apphost.runs.p.a', 'queued-before-upgrade', { msgID: 'r1' });
       await kv.put('p.a.r1', 'record-before-upgrade');
 
       const auto = resolveReplicas('auto', nc);
-      await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), auto);
-      await ensureWebhooksStream(jsm, auto);
+      await ensureRunsInfrastructure(jsm, auto);
+      await ensureWebhooks(auto);
       for (const s of [RUNS_STREAM, `KV_${RUNS_BUCKET}`, WEBHOOKS_STREAM, 'KV_apphost_webhook_deliveries'])
         expect(await replicasOf(s), s).toBe(3);
       expect((await jsm.streams.info(RUNS_STREAM)).state.messages).toBe(1);
@@ -72,16 +77,12 @@ describe('replicas on a 3-node cluster', () => {
       ).toBe('record-before-upgrade');
 
       // The default never lowers; an explicit setting does.
-      await ensureRunsInfrastructure(jsm, new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })), {
+      await ensureRunsInfrastructure(jsm, {
         count: 1,
         lower: false,
       });
       expect(await replicasOf(RUNS_STREAM)).toBe(3);
-      await ensureRunsInfrastructure(
-        jsm,
-        new Kvm(jetstream(nc, { timeout: JS_TIMEOUT_MS })),
-        resolveReplicas(2, nc),
-      );
+      await ensureRunsInfrastructure(jsm, resolveReplicas(2, nc));
       expect(await replicasOf(RUNS_STREAM)).toBe(2);
     },
     6 * JS_TIMEOUT_MS,

@@ -6,7 +6,6 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { request } from 'undici';
@@ -32,7 +31,7 @@ import {
   type KeySet,
 } from '../../../src/shared/run-tokens.ts';
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
-import { ensureWebhooksStream, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
+import { ensureWebhooksConsumer, WEBHOOKS_CONSUMER } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
 import {
@@ -103,8 +102,8 @@ beforeAll(async () => {
   ]);
   nc = await connect({ servers: nats.url });
   const jsm = await jetstreamManager(nc);
-  await ensureWebhooksStream(jsm);
-  store = createRunStore(await ensureRunsInfrastructure(jsm, new Kvm(nc)), nc);
+  await ensureWebhooksConsumer(jsm);
+  store = createRunStore(await ensureRunsInfrastructure(jsm), nc);
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
   resolver.apps.push(
     app('hello', { functions: ['echo', 'sleep', 'started_then_sleep', 'boom', 'gated', 'big'] }),

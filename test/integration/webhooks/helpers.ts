@@ -11,7 +11,7 @@ import type { WebhookDeliveryRecord, WebhookJob } from '../../../src/shared/cont
 import type { SecretBox } from '../../../src/shared/secretbox.ts';
 import { createDeliveryStore } from '../../../src/webhooks/deliveries.ts';
 import { publishWebhookJob } from '../../../src/webhooks/publish.ts';
-import { ensureWebhooksStream, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
+import { ensureWebhooksConsumer, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 
@@ -109,7 +109,7 @@ export async function startWebhookNats(): Promise<WebhookNats> {
   const server = await startNats();
   const nc = await connect({ servers: server.url });
   const jsm = await jetstreamManager(nc);
-  await ensureWebhooksStream(jsm);
+  await ensureWebhooksConsumer(jsm);
   const kv = await openDeliveriesBucket(jsm);
   const store = createDeliveryStore(kv);
   return {

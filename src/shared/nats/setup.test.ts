@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { retryJetStreamSetup } from './jetstream-setup.ts';
-import { silentLogger } from './log.ts';
+import { silentLogger } from '../log.ts';
+import { retryJetStreamSetup } from './setup.ts';
 
 describe('retryJetStreamSetup', () => {
   it('retries until the step succeeds', async () => {

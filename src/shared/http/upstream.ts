@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { ApiError, ErrorCode } from '../shared/errors.ts';
+import { ApiError, ErrorCode } from '../errors.ts';
 
 /** Hop-by-hop and proxy-owned request headers never forwarded (RFC 9110 §7.6.1, plus our own secrets). */
 const DROP_REQUEST = new Set([

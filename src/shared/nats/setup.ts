@@ -3,7 +3,7 @@
  * NATS node restarts or a cluster elects a leader, JetStream answers "temporarily unavailable" or not at
  * all for a few seconds; a piece starting then should wait for it, not crash.
  */
-import type { Logger } from './log.ts';
+import type { Logger } from '../log.ts';
 
 const FIRST_PAUSE_MS = 250;
 const MAX_PAUSE_MS = 5_000;

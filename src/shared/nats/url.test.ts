@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { natsServers } from './nats-url.ts';
+import { natsServers } from './url.ts';
 
 describe('natsServers', () => {
   it('splits a comma-separated cluster list and keeps a single URL as is', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../shared/errors.ts';
+import { ApiError } from '../errors.ts';
 import {
   checkForwardPath,
   forwardQuery,

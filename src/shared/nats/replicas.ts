@@ -10,7 +10,7 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
-import type { Logger } from './log.ts';
+import type { Logger } from '../log.ts';
 
 /** JetStream's own limit. */
 export const MAX_REPLICAS = 5;

@@ -1,0 +1,95 @@
+/**
+ * One execution of an async run: call the app, bounded by its response grace period, abortable by a
+ * cancel or a stopping worker, and turn what happened into a RunOutcome.
+ */
+import type { Dispatcher } from 'undici';
+import type { RunJob } from '../shared/contracts/messaging.ts';
+import type { AppResolver } from '../shared/contracts/seams.ts';
+import { ApiError } from '../shared/errors.ts';
+import { callUpstream } from '../shared/http/upstream.ts';
+import { graceMs, type RunOutcome } from './outcome.ts';
+
+export const TIMEOUT = Symbol('timeout');
+export const CANCEL = Symbol('cancel');
+export const SHUTDOWN = Symbol('shutdown');
+export type AbortReason = typeof TIMEOUT | typeof CANCEL | typeof SHUTDOWN;
+
+export interface ExecuteDeps {
+  resolver: AppResolver;
+  dispatcher: Dispatcher;
+  /** Larger response bodies are not kept whole (neither forwarded to a webhook nor kept as the result). */
+  maxKeptBodyBytes: number;
+  /** Called periodically while the app runs (the JetStream `working()` heartbeat). */
+  heartbeat(): void;
+  heartbeatEveryMs: number;
+}
+
+/** Calls the app; undefined when abandoned because the worker is stopping. */
+export async function executeRun(
+  job: RunJob,
+  abort: AbortController,
+  deps: ExecuteDeps,
+): Promise<RunOutcome | undefined> {
+  const heartbeat = setInterval(deps.heartbeat, deps.heartbeatEveryMs);
+  const bound = graceMs(job);
+  const timer = setTimeout(() => abort.abort(TIMEOUT), bound);
+  const reason = (): AbortReason | undefined =>
+    abort.signal.aborted ? (abort.signal.reason as AbortReason) : undefined;
+  try {
+    if (abort.signal.aborted) throw abort.signal.reason;
+    const app = await deps.resolver.resolve(job.projectId, job.appName);
+    if (!app) {
+      return {
+        state: 'failure',
+        error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
+      };
+    }
+    const res = await callUpstream({
+      dispatcher: deps.dispatcher,
+      upstream: app.upstream,
+      path: job.path,
+      query: job.query,
+      headers: job.headers,
+      body: Buffer.from(job.bodyBase64, 'base64'),
+      signal: abort.signal,
+      headersTimeoutMs: bound,
+      bodyTimeoutMs: 0,
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      // Reads to the end (the size is recorded) but keeps only what the webhook or the result can use,
+      // plus the chunk that crosses the bound.
+      if (size <= deps.maxKeptBodyBytes) chunks.push(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+    const contentType = res.headers['content-type'];
+    const ok = res.statusCode >= 200 && res.statusCode < 300;
+    return {
+      state: ok ? 'success' : 'failure',
+      status: res.statusCode,
+      ...(typeof contentType === 'string' ? { contentType } : {}),
+      body: Buffer.concat(chunks),
+      size,
+      ...(ok ? {} : { error: { code: 'function_failed', message: `the app answered ${res.statusCode}` } }),
+    };
+  } catch (err) {
+    const why = reason();
+    if (why === SHUTDOWN) return undefined;
+    if (why === CANCEL) return { state: 'cancelled' };
+    if (why === TIMEOUT) {
+      return {
+        state: 'timeout',
+        error: {
+          code: 'timeout',
+          message: `the run exceeded the app's response grace period of ${bound / 1000} s`,
+        },
+      };
+    }
+    if (err instanceof ApiError) return { state: 'failure', error: { code: err.code, message: err.message } };
+    return { state: 'failure', error: { code: 'internal', message: (err as Error)?.message ?? 'error' } };
+  } finally {
+    clearInterval(heartbeat);
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * One way to connect to NATS: every server of NATS_URL, the ping bounds of url.ts, reconnects forever,
+ * logs every status change, and knows whether it is connected right now (what each /readyz reports).
+ */
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '../log.ts';
+import { natsClientOptions } from './url.ts';
+
+export interface NatsHandle {
+  nc: NatsConnection;
+  /** Connected now (false from a disconnect until the reconnect, and once closed). */
+  connected(): boolean;
+  /** The /readyz check of a process that needs NATS. */
+  readiness: { name: string; check: () => boolean };
+}
+
+export async function connectNats(opts: {
+  /** NATS_URL: one server, or several of one cluster, comma-separated (url.ts). */
+  url: string;
+  /** Client name shown by the server, e.g. apphost-gateway. */
+  name: string;
+  /** Bound on the first connection. */
+  timeoutMs: number;
+  log: Logger;
+}): Promise<NatsHandle> {
+  const nc = await connect({
+    ...natsClientOptions(opts.url),
+    name: opts.name,
+    maxReconnectAttempts: -1,
+    timeout: opts.timeoutMs,
+  });
+  let up = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') {
+        up = false;
+        opts.log.warn({ server: s.server }, 'NATS disconnected; reconnecting');
+      } else if (s.type === 'reconnect') {
+        up = true;
+        opts.log.info({ server: s.server }, 'NATS reconnected');
+      } else if (s.type === 'error') {
+        opts.log.warn({ err: s.error }, 'NATS connection error');
+      }
+    }
+  })();
+  const connected = () => up && !nc.isClosed();
+  return { nc, connected, readiness: { name: 'nats', check: connected } };
+}
