@@ -12,8 +12,25 @@ export interface LogLineView {
   request_id?: string;
 }
 
+/** The runtime's JSON lines read as `level msg key=value …` (their time is shown already); others as written. */
+export function readable(message: string): string {
+  if (!message.startsWith('{')) return message;
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(message) as Record<string, unknown>;
+  } catch {
+    return message;
+  }
+  if (typeof o.msg !== 'string') return message;
+  const { time: _t, level, msg, ...rest } = o;
+  const extra = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
+  return [typeof level === 'string' ? level.toUpperCase() : undefined, msg, ...extra]
+    .filter(Boolean)
+    .join(' ');
+}
+
 export function formatLine(l: LogLineView): string {
-  return `[${l.replica}] ${l.time ? `${l.time} ` : ''}${l.message}`;
+  return `[${l.replica}] ${l.time ? `${l.time} ` : ''}${readable(l.message)}`;
 }
 
 export const logsCommand = clientCommand(

@@ -264,7 +264,6 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
         expiresAt,
       ),
     };
-    if (opts.credentialsOut) writeCredentials(opts.credentialsOut, credentials);
     try {
       saveProfile(opts.configFile, opts.profile, {
         base_url: credentials.base_url,
@@ -288,6 +287,8 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
         opsUrl: `http://${hostName}:${platform.opsPort}`,
       }),
     );
+    // Last: tools (and tests) take the credentials file as the sign that everything above is done.
+    if (opts.credentialsOut) writeCredentials(opts.credentialsOut, credentials);
     return { credentials, supervisor, natsUrl, stop };
   } catch (err) {
     await stop();

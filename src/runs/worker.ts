@@ -77,8 +77,16 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     }
     const runLog = log.child({ requestId: job.requestId, project: job.projectId, app: job.appName });
     const s = store as RunStore;
-    const complete = (outcome: RunOutcome) =>
-      completeRun(msg, job, outcome, runLog, completeDeps as CompleteDeps);
+    // Still working while it writes the outcome: those writes (webhook job, result, record) may be slow
+    // while NATS recovers, and a message whose ack wait passed here would be redelivered and run again.
+    const complete = async (outcome: RunOutcome) => {
+      const heartbeat = setInterval(() => msg.working(), Math.max(Math.floor(settings.ackWaitMs / 3), 100));
+      try {
+        await completeRun(msg, job, outcome, runLog, completeDeps as CompleteDeps);
+      } finally {
+        clearInterval(heartbeat);
+      }
+    };
 
     // The cap counts executions that started (from the record), not deliveries: a message handed
     // back unexecuted by a stopping worker does not use up an execution.
