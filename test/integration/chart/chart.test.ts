@@ -160,7 +160,7 @@ describe('charts/apphost', () => {
         (p) => p.metadata?.name,
       );
       expect(pdbs.sort()).toEqual(
-        ['gateway', 'management', 'operator', 'webhooks'].map((p) => `${fullname}-${p}`),
+        ['gateway', 'management', 'nats', 'operator', 'webhooks'].map((p) => `${fullname}-${p}`),
       );
       const sts = await apps.readNamespacedStatefulSet({ namespace, name: `${fullname}-nats` });
       expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).toBe('10Gi');

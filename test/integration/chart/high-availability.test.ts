@@ -1,10 +1,15 @@
 /**
- * Two of every piece, as the chart renders it (`helm template`): replicas, PodDisruptionBudgets,
- * anti-affinity and topology spread for the platform Deployments; the stream replica setting and
- * NATS_URL every piece gets; an external NATS cluster instead of the bundled server.
+ * Two of every piece and NATS as a cluster, as the chart renders them (`helm template`): replicas,
+ * PodDisruptionBudgets, anti-affinity and topology spread for the platform Deployments; the stream
+ * replica setting and NATS_URL every piece gets; a 3-server JetStream StatefulSet with routes whose
+ * rendered config the real nats-server accepts; an external NATS cluster instead of the bundled one.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { binaryPath } from '../../harness/binaries.ts';
 import { CHART, run } from './helpers.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: rendered YAML, whose shape the assertions check
@@ -65,5 +70,60 @@ describe('chart: two of every piece', () => {
       expect(envOf(d).NATS_URL).toBe(url);
       expect(envOf(d).APPHOST_NATS_REPLICAS).toBe('3');
     }
+  });
+});
+
+describe('chart: NATS as a 3-server JetStream cluster', () => {
+  it('renders a StatefulSet of three with routes, a PDB of one away, and a config nats-server accepts', async () => {
+    const objs = await render();
+    const sts = objs.find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'ha-apphost-nats') as Obj;
+    expect(sts.spec.replicas).toBe(3);
+    expect(sts.spec.podManagementPolicy).toBe('Parallel');
+    expect(sts.spec.template.spec.containers[0].lifecycle.preStop.exec.command.join(' ')).toContain('ldm');
+    const pdb = objs.find((o) => o.kind === 'PodDisruptionBudget' && o.metadata.name === 'ha-apphost-nats');
+    expect(pdb?.spec.maxUnavailable).toBe(1);
+    const config = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'ha-apphost-nats-config');
+    const conf = config?.data?.['nats.conf'] ?? '';
+    for (const i of [0, 1, 2])
+      expect(conf).toContain(`nats://ha-apphost-nats-${i}.ha-apphost-nats-headless.ha-ns.svc:6222`);
+    const dir = mkdtempSync(join(tmpdir(), 'apphost-chart-nats-'));
+    const file = join(dir, 'nats.conf');
+    writeFileSync(
+      file,
+      conf.replace('/var/run/nats/nats.pid', join(dir, 'nats.pid')).replace('/data', join(dir, 'data')),
+    );
+    const checked = await run(binaryPath('nats-server'), ['-c', file, '-t'], {
+      env: { ...process.env, SERVER_NAME: 'ha-apphost-nats-0' },
+    });
+    rmSync(dir, { recursive: true, force: true });
+    expect(checked.code, checked.stdout + checked.stderr).toBe(0);
+  });
+
+  it('keeps a single server without routes or PDB when asked for one', async () => {
+    const objs = await render('nats.bundled.replicas=1');
+    const sts = objs.find((o) => o.kind === 'StatefulSet') as Obj;
+    expect(sts.spec.replicas).toBe(1);
+    expect(
+      objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('nats-config'))?.data?.[
+        'nats.conf'
+      ],
+    ).not.toContain('routes');
+    expect(objs.some((o) => o.kind === 'PodDisruptionBudget' && o.metadata.name === 'ha-apphost-nats')).toBe(
+      false,
+    );
+  });
+
+  it('refuses one existing claim for several servers', async () => {
+    const r = await run('helm', [
+      'template',
+      'ha',
+      CHART,
+      '--set',
+      'nats.bundled.storage.type=existingClaim',
+      '--set',
+      'nats.bundled.storage.existingClaim=data',
+    ]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/replicas=1/);
   });
 });
