@@ -51,7 +51,9 @@ describe('apphost installed with helm on a real cluster', () => {
       name: 'apphost-nats',
       namespace: PLATFORM_NAMESPACE,
     });
-    expect(nats.status?.readyReplicas).toBe(1);
+    // The chart's default: three servers clustered over routes (a JetStream quorum), all ready.
+    expect(nats.spec?.replicas).toBe(3);
+    expect(nats.status?.readyReplicas).toBe(3);
   });
 
   it('serves a sync call of an App through the ingress', async () => {
