@@ -22,6 +22,8 @@ import { RUNS_MAX_MSG_BYTES } from '../shared/nats/jetstream.ts';
 import type { RunTokenVerifier } from '../shared/run-tokens.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
+import { type Balancer, createBalancer, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
+import { createAppCaller } from './balancer/caller.ts';
 import type { GatewayState } from './context.ts';
 import { prepareRun } from './handlers/prepare.ts';
 import { runAsync } from './handlers/run-async.ts';
@@ -47,6 +49,11 @@ export interface GatewayDeps {
   settings: GatewaySettings;
   /** Upstream HTTP client; a keep-alive Agent by default. */
   dispatcher?: Dispatcher;
+  /**
+   * Per-app replica slots and queues, shared with the run worker of the same process; one with
+   * default settings by default. The resolver reports replicas into it when it can.
+   */
+  balancer?: Balancer;
   /** Run records; opened from RUNS_BUCKET on first use by default. */
   runStore?: RunStore;
 }
@@ -73,6 +80,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const now = () => new Date(clock.now());
   const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
+  const balancer = deps.balancer ?? createBalancer(DEFAULT_BALANCER_SETTINGS);
+  deps.resolver.watchReplicas?.(balancer);
+  const callApp = createAppCaller({
+    balancer,
+    dispatcher,
+    replicasReported: deps.resolver.watchReplicas !== undefined,
+  });
   const js = jetstream(deps.nc);
 
   let storePromise: Promise<RunStore> | undefined = deps.runStore
@@ -163,10 +177,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
       resolve: (p, a) => deps.resolver.resolve(p, a),
       secretBox: deps.secretBox,
       maxBodyBytes: settings.maxBodyBytes,
-      retryAfterSeconds: settings.retryAfterSeconds,
     });
     if (run.async) await runAsync(ctx, run, { js, store, settings, now, maxJobBytes });
-    else await runSync(ctx, run, { dispatcher, settings, now, enqueueWebhook });
+    else await runSync(ctx, run, { callApp, settings, now, enqueueWebhook });
   });
 
   const handler = app.callback();

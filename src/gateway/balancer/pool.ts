@@ -5,16 +5,12 @@
  * call is held the same way and `onWake` asks for a replica at once. Every wait has a bound and ends
  * in a 503 naming why; nothing waits forever.
  */
+import type { Replica, StartFailure } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { ConcurrencyMeter } from './meter.ts';
 import { nextUnblock, pickReplica } from './pick.ts';
 
-export interface Replica {
-  /** Stable routing id (pod IP:port in a cluster, the process name locally). */
-  id: string;
-  /** Base URL, no trailing slash. */
-  url: string;
-}
+export type { Replica, StartFailure };
 
 export interface PoolSettings {
   /** Calls one replica serves at once (the app's replicaConcurrency). */
@@ -27,12 +23,6 @@ export interface PoolSettings {
   coldStartTimeoutMs: number;
   /** `Retry-After` seconds on the 503s. */
   retryAfterSeconds: number;
-}
-
-/** Why an app cannot start, from its status (image pull error, crash loop, import error). */
-export interface StartFailure {
-  reason: string;
-  message: string;
 }
 
 export interface Lease {

@@ -1,7 +1,8 @@
 /**
  * Everything a run call must pass before the app is called or the run is queued: the app exists (and
- * so does the Cortex function, when known), the webhook endpoint is well-formed, the body fits and is
- * a JSON object for a Cortex app, and the app is ready.
+ * so does the Cortex function, when known), the webhook endpoint is well-formed, and the body fits and
+ * is a JSON object for a Cortex app. Whether a replica is ready is the balancer's concern: a call to an
+ * app that is starting (or scaled to zero) is held until one is, within the cold-start bound.
  */
 
 import type { WebhookTarget } from '../../shared/contracts/messaging.ts';
@@ -28,7 +29,6 @@ export interface PrepareDeps {
   resolve(projectId: string, appName: string): Promise<ResolvedApp | undefined>;
   secretBox: SecretBox;
   maxBodyBytes: number;
-  retryAfterSeconds: number;
 }
 
 export function isAsyncRequested(value: string | undefined): boolean {
@@ -70,11 +70,6 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
   const body = await readBody(ctx.req, deps.maxBodyBytes);
   if (app.runtime === 'cortex') checkCortexBody(body);
 
-  if (!app.ready) {
-    throw new ApiError(ErrorCode.AppNotReady, `app "${target.appName}" is not ready yet`, {
-      retryAfter: deps.retryAfterSeconds,
-    });
-  }
   const headers = forwardRequestHeaders(ctx.req.headers, ctx.state.requestId);
   // The webhook gets the response body as is, labelled JSON: it must not be gzip the caller asked for.
   if (webhook) delete headers['accept-encoding'];

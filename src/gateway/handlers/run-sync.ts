@@ -8,8 +8,9 @@ import { Transform } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { makeWebhookJob } from '../../runs/webhook-job.ts';
 import type { WebhookJob } from '../../shared/contracts/messaging.ts';
+import type { AppCaller } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { callUpstream, forwardResponseHeaders, upstreamError } from '../../shared/http/upstream.ts';
+import { forwardResponseHeaders, upstreamError } from '../../shared/http/upstream.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
@@ -19,7 +20,8 @@ export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
 export const SMALL_RESPONSE_BYTES = 64 * 1024;
 
 export interface RunSyncDeps {
-  dispatcher: Dispatcher;
+  /** Places the call on a replica with a free slot (the balancer). */
+  callApp: AppCaller;
   settings: GatewaySettings;
   now: () => Date;
   /**
@@ -63,9 +65,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
 
   let res: Dispatcher.ResponseData;
   try {
-    res = await callUpstream({
-      dispatcher: deps.dispatcher,
-      upstream: run.app.upstream,
+    res = await deps.callApp(run.app, {
       path: run.target.path,
       query: run.query,
       headers: run.headers,
@@ -85,6 +85,10 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     }
     throw err;
   }
+  // The replica's slot is freed when this body closes: make sure it does, whatever happens below.
+  ctx.res.once('close', () => {
+    if (!res.body.closed) res.body.destroy();
+  });
 
   const contentType = headerValue(res.headers['content-type']);
   const isStream = (contentType ?? '').toLowerCase().startsWith('text/event-stream');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AppLoad, LoadReport } from '../../shared/contracts/scaling.ts';
-import { byNamespace, LoadAggregator, observedConcurrency } from './load-aggregator.ts';
+import { LoadAggregator, observedConcurrency } from './load-aggregator.ts';
 
 const load = (appName: string, over: Partial<AppLoad> = {}): AppLoad => ({
   projectId: 'p',
@@ -50,13 +50,6 @@ describe('LoadAggregator', () => {
     expect(a.totals('p/a', 3_000).concurrency).toBe(1);
     expect(a.expire(3_000)).toEqual(['dead']);
     expect(a.reporters).toBe(1);
-  });
-
-  it('the operator keys apps by namespace and ignores loads without one', () => {
-    const a = new LoadAggregator(3_000, byNamespace);
-    a.record(report('gw-1', [load('a', { namespace: 'ns1', inflight: 2 }), load('b', { inflight: 1 })]), 0);
-    expect(a.totals('ns1/a', 0).inflight).toBe(2);
-    expect(a.totals('p/b', 0).reporters).toBe(0);
   });
 
   it('a wake request updates one app and keeps the reporter’s other apps', () => {

@@ -23,10 +23,9 @@ interface Entry {
   apps: Map<string, AppLoad>;
 }
 
-/** How reports name an app: `<project>/<app>` (local mode) or `<namespace>/<app>` (the operator). */
+/** How reports name an app (`<project>/<app>`). */
 export type AppKeyOf = (load: AppLoad) => string | undefined;
 export const byProject: AppKeyOf = (l) => `${l.projectId}/${l.appName}`;
-export const byNamespace: AppKeyOf = (l) => (l.namespace ? `${l.namespace}/${l.appName}` : undefined);
 
 export class LoadAggregator {
   readonly #ttlMs: number;

@@ -16,8 +16,6 @@ const count = z.number().finite().min(0);
 export const AppLoadSchema = z.object({
   projectId: z.string().min(1),
   appName: z.string().min(1),
-  /** The App's namespace (cluster mode; the operator's autoscaler keys apps by it). */
-  namespace: z.string().min(1).optional(),
   /** In-flight + queued calls, time-averaged over the report interval. */
   concurrency: count,
   /** Calls in flight and calls queued at the moment of the report. */

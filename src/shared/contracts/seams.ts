@@ -1,20 +1,77 @@
+import type { Dispatcher } from 'undici';
+import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
 import type { Runtime } from '../../apis/v1alpha1/types.ts';
+
+/** Why an app cannot start (image pull, crash loop, import error), as its status or supervisor says. */
+export interface StartFailure {
+  /** A CamelCase reason, e.g. ImagePullBackOff, CrashLoopBackOff, ImportError. */
+  reason: string;
+  /** What a caller is told. */
+  message: string;
+}
 
 /** Where an app is served. Kubernetes: the App's Service; local mode: a runtime process on loopback. */
 export interface ResolvedApp {
   projectId: string;
   appName: string;
   runtime: Runtime;
-  /** Base URL of the app's server, without a trailing slash, e.g. http://hello.proj.svc:8080 */
+  /**
+   * Base URL of the app as a whole, without a trailing slash (its Service in a cluster). Calls go to
+   * replicas the resolver reports (AppResolver.watchReplicas); without that, this is the one replica.
+   */
   upstream: string;
   ready: boolean;
   gracePeriodSeconds: number;
   /** Cortex functions the app exports, when known (undefined = unknown, do not pre-check). */
   functions?: readonly string[];
+  /** The App's scaling settings (defaults when absent). */
+  scaling?: EffectiveScaling;
+  /** Set while the app cannot start. */
+  startFailure?: StartFailure;
+}
+
+/** One ready replica of an app. */
+export interface Replica {
+  /** Stable routing id (pod IP:port in a cluster, the process name locally). */
+  id: string;
+  /** Base URL, no trailing slash. */
+  url: string;
+}
+
+/** Where a resolver reports each app's ready replicas and start failures as they change. */
+export interface ReplicaSink {
+  setReplicas(projectId: string, appName: string, replicas: readonly Replica[]): void;
+  setStartFailure(projectId: string, appName: string, failure: StartFailure | undefined): void;
 }
 
 export interface AppResolver {
   resolve(projectId: string, appName: string): Promise<ResolvedApp | undefined>;
   /** The app a custom domain's Host header is assigned to, if any. */
   resolveHost(hostname: string): Promise<{ projectId: string; appName: string } | undefined>;
+  /**
+   * Reports every app's ready replicas to `sink` from now on (EndpointSlices, local processes).
+   * Absent: the gateway routes each call to `ResolvedApp.upstream` while the app is ready.
+   */
+  watchReplicas?(sink: ReplicaSink): void;
 }
+
+/** One call to an app, before it is placed on a replica. */
+export interface AppCall {
+  /** Path after `/v4/<project>/<app>/`, without a leading slash. */
+  path: string;
+  query: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  signal?: AbortSignal;
+  /** Bound on waiting for the response head, once sent. */
+  headersTimeoutMs: number;
+  /** Bound on silence between body chunks (0 = none). */
+  bodyTimeoutMs: number;
+}
+
+/**
+ * Sends a call to a replica of `app` with a free slot (waiting in the app's queue, or for a replica
+ * to start, within bounds) and answers with its response; the slot is held until the response body
+ * closes. Used by the gateway for sync calls and by the run worker for async runs alike.
+ */
+export type AppCaller = (app: ResolvedApp, call: AppCall) => Promise<Dispatcher.ResponseData>;

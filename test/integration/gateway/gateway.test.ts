@@ -12,6 +12,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBalancer, DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
 import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
 import { WEBHOOKS_STREAM, type WebhookJob } from '../../../src/shared/contracts/messaging.ts';
@@ -119,6 +120,11 @@ beforeAll(async () => {
     log: silentLogger(),
     registry: new Registry(),
     settings: { ...DEFAULT_GATEWAY_SETTINGS, syncTimeoutMs: SYNC_TIMEOUT_MS, maxBodyBytes: MAX_BODY },
+    balancer: createBalancer({
+      ...DEFAULT_BALANCER_SETTINGS,
+      coldStartTimeoutMs: 500,
+      unreachableBlockMs: 20,
+    }),
   });
   const l = await listen(gateway.callback());
   server = l.server;
@@ -238,14 +244,19 @@ describe('errors are JSON with the right status', () => {
     expectError(await call(`/v4/${P}/hello/echo`, { body: big }), 413, 'payload_too_large');
   });
 
-  it('503 with Retry-After while the app is not ready', async () => {
+  it('an app with no ready replica holds the call, then 503 cold_start_timeout with Retry-After', async () => {
     const r = await call(`/v4/${P}/starting/echo`);
-    expectError(r, 503, 'app_not_ready');
+    expectError(r, 503, 'cold_start_timeout');
+    expect(r.json().error.message).toBe(
+      'app "proj-a/starting" had no ready replica within 0.5 s; retry later',
+    );
     expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
   });
 
-  it('502 when the app refuses the connection', async () => {
-    expectError(await call(`/v4/${P}/down/echo`), 502, 'upstream_unreachable');
+  it('502 when the app refuses the connection, after bounded retries', async () => {
+    const r = await call(`/v4/${P}/down/echo`);
+    expectError(r, 502, 'upstream_unreachable');
+    expect(r.json().error).toMatchObject({ reason: 'unreachable', detail: 'ECONNREFUSED' });
   });
 
   it('504 when the app does not answer within the sync timeout', async () => {

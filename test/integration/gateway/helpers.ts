@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AppResolver, ResolvedApp } from '../../../src/shared/contracts/seams.ts';
+import type { AppResolver, ReplicaSink, ResolvedApp } from '../../../src/shared/contracts/seams.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -24,14 +24,14 @@ export interface Runtime {
   proc: ManagedProcess;
 }
 
-/** The real Cortex runtime serving `appDir` on a free loopback port. */
-export async function startRuntime(appDir = FIXTURE_APP_DIR): Promise<Runtime> {
+/** The real Cortex runtime serving `appDir` on a free loopback port (`args`: more runtime flags). */
+export async function startRuntime(appDir = FIXTURE_APP_DIR, args: string[] = []): Promise<Runtime> {
   const port = await freePort();
   const logDir = tempDir('apphost-rt-');
   const proc = startProcess(
     'runtime',
     PYTHON,
-    ['-m', 'apphost_runtime', '--app-dir', appDir, '--port', String(port), '--host', '127.0.0.1'],
+    ['-m', 'apphost_runtime', '--app-dir', appDir, '--port', String(port), '--host', '127.0.0.1', ...args],
     { logFile: join(logDir, 'runtime.log'), cwd: join(REPO_ROOT, 'runtime', 'python') },
   );
   const url = `http://127.0.0.1:${port}`;
@@ -79,4 +79,40 @@ export async function listen(
 export async function closeServer(server: Server): Promise<void> {
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
+}
+
+/**
+ * A static resolver that reports replicas, like the cluster's EndpointSlices: `set` replaces an app's
+ * ready replicas in every gateway that watches it.
+ */
+export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
+  set(appName: string, urls: string[]): void;
+} {
+  const sinks: ReplicaSink[] = [];
+  const current = new Map<string, string[]>();
+  const push = (sink: ReplicaSink, appName: string, urls: string[]) => {
+    const app = apps.find((a) => a.appName === appName);
+    if (app)
+      sink.setReplicas(
+        app.projectId,
+        appName,
+        urls.map((url) => ({ id: url, url })),
+      );
+  };
+  return {
+    async resolve(projectId, appName) {
+      return apps.find((a) => a.projectId === projectId && a.appName === appName);
+    },
+    async resolveHost() {
+      return undefined;
+    },
+    watchReplicas(sink) {
+      sinks.push(sink);
+      for (const [name, urls] of current) push(sink, name, urls);
+    },
+    set(appName, urls) {
+      current.set(appName, urls);
+      for (const sink of sinks) push(sink, appName, urls);
+    },
+  };
 }

@@ -1,0 +1,85 @@
+/**
+ * The AppCaller the gateway and the run worker share: take a slot on a replica (balancer), send the
+ * call there, and treat an answer that proves the function did not run — a refused connection, or a
+ * runtime's `X-Apphost-Refused` 429/503 — as "try another replica". The slot is held until the
+ * response body closes, so a stream holds it until it ends.
+ */
+import type { Dispatcher } from 'undici';
+import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
+import type { AppCaller, ResolvedApp } from '../../shared/contracts/seams.ts';
+import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { callUpstream } from '../../shared/http/upstream.ts';
+import type { Balancer } from './balancer.ts';
+import { type Attempt, placeCall, REFUSED_HEADER, Refusal } from './place.ts';
+import type { Lease } from './pool.ts';
+
+/** Connection failures where nothing reached the app (so retrying cannot run the function twice). */
+const NOT_CONNECTED = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** The refusal an answer carries, if any. */
+export function refusalOf(res: Pick<Dispatcher.ResponseData, 'statusCode' | 'headers'>): Refusal | undefined {
+  const raw = res.headers[REFUSED_HEADER];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.trim().toLowerCase();
+  if (res.statusCode === 429 && value === Refusal.AtCapacity) return Refusal.AtCapacity;
+  if (res.statusCode === 503 && value === Refusal.ShuttingDown) return Refusal.ShuttingDown;
+  return undefined;
+}
+
+/** The connection error code when a call failed before anything was sent, else undefined. */
+export function notConnected(err: unknown): string | undefined {
+  if (!(err instanceof ApiError) || err.code !== ErrorCode.UpstreamUnreachable) return undefined;
+  const reason = err.details?.reason;
+  return typeof reason === 'string' && NOT_CONNECTED.has(reason) ? reason : undefined;
+}
+
+export interface AppCallerDeps {
+  balancer: Balancer;
+  dispatcher: Dispatcher;
+  /**
+   * True when the resolver reports replicas (EndpointSlices, local processes); false routes every call
+   * to `ResolvedApp.upstream` as the app's single replica (e.g. through its Service).
+   */
+  replicasReported: boolean;
+}
+
+export function createAppCaller(deps: AppCallerDeps): AppCaller {
+  const { balancer } = deps;
+  return async (app: ResolvedApp, call) => {
+    const pool = balancer.pool(app.projectId, app.appName, app.scaling ?? effectiveScaling(undefined));
+    if (!deps.replicasReported) {
+      balancer.setReplicas(
+        app.projectId,
+        app.appName,
+        app.ready ? [{ id: app.upstream, url: app.upstream }] : [],
+      );
+      balancer.setStartFailure(app.projectId, app.appName, app.startFailure);
+    }
+    const attempt = async (lease: Lease): Promise<Attempt<Dispatcher.ResponseData>> => {
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await callUpstream({ ...call, dispatcher: deps.dispatcher, upstream: lease.replica.url });
+      } catch (err) {
+        const code = notConnected(err);
+        if (code && !call.signal?.aborted) return { refused: Refusal.Unreachable, detail: code };
+        throw err;
+      }
+      const refused = refusalOf(res);
+      if (!refused) return { value: res };
+      await res.body.dump().catch(() => undefined);
+      return { refused };
+    };
+    const { value: res, lease } = await placeCall(pool, balancer.settings, attempt, {
+      ...(call.signal ? { signal: call.signal } : {}),
+    });
+    if (res.body.destroyed || res.body.closed) lease.release();
+    else res.body.once('close', () => lease.release());
+    return res;
+  };
+}
