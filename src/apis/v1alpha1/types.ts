@@ -12,6 +12,28 @@ export const DOMAIN_ASSIGNMENT_PLURAL = 'domainassignments';
 /** A project is a namespace carrying this label; its value is the project_id. */
 export const PROJECT_LABEL = 'apphost.dev/project';
 
+/** `app.kubernetes.io/managed-by` of everything the operator makes for an App (its Service's EndpointSlices too). */
+export const MANAGED_BY = 'apphost-operator';
+export const MANAGED_SELECTOR = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
+/** The Service port (and EndpointSlice port) name of every App. */
+export const HTTP_PORT_NAME = 'http';
+
+/**
+ * Reasons of an App's `Ready=False` condition that mean it cannot start (its pods fail): the gateway
+ * fails calls held for such an app at once, with the condition's message, instead of at the
+ * cold-start bound.
+ */
+export const START_FAILURE_REASONS: ReadonlySet<string> = new Set([
+  'ImagePullBackOff',
+  'ErrImagePull',
+  'InvalidImageName',
+  'CrashLoopBackOff',
+  'ImportError',
+  'CreateContainerConfigError',
+  'ReplicaFailure',
+  'ProgressDeadlineExceeded',
+]);
+
 export const Runtime = { Cortex: 'cortex', Custom: 'custom' } as const;
 export type Runtime = (typeof Runtime)[keyof typeof Runtime];
 

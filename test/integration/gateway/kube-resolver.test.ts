@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   APP_PLURAL,
@@ -82,6 +82,7 @@ it('resolves apps of a project namespace, their readiness and grace period, and 
     upstream: `http://hello.${ns}.svc.cluster.local:80`,
     ready: false,
     gracePeriodSeconds: 1200,
+    scaling: { minReplicas: 1, maxReplicas: 10, replicaConcurrency: 100 },
   });
   expect(await resolver.resolve('another-project', 'hello')).toBeUndefined();
 
@@ -165,4 +166,92 @@ it('resolves apps of a project namespace, their readiness and grace period, and 
     name: 'hello',
   });
   await waitFor('app gone', async () => !(await resolver.resolve(project, 'hello')), WATCH_WAIT_MS);
+});
+
+it('reports each app’s ready pod addresses from its EndpointSlices, and why it cannot start', async () => {
+  const replicas = new Map<string, string[]>();
+  const failures = new Map<string, string | undefined>();
+  resolver.watchReplicas?.({
+    setReplicas: (p, a, list) =>
+      replicas.set(
+        `${p}/${a}`,
+        list.map((r) => r.id),
+      ),
+    setStartFailure: (p, a, f) => failures.set(`${p}/${a}`, f ? `${f.reason}: ${f.message}` : undefined),
+  });
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  // What the EndpointSlice controller writes for an App's Service (labels copied from the Service).
+  const slice = (name: string, ready: boolean[]) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name,
+      namespace: ns,
+      labels: {
+        'kubernetes.io/service-name': 'web',
+        'app.kubernetes.io/managed-by': 'apphost-operator',
+        'endpointslice.kubernetes.io/managed-by': 'test.apphost.dev',
+      },
+    },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ready.map((r, i) => ({ addresses: [`10.1.0.${i + 1}`], conditions: { ready: r } })),
+  });
+  await discovery.createNamespacedEndpointSlice({ namespace: ns, body: slice('web-a', [true, false]) });
+  const key = `${project}/web`;
+  await waitFor('replicas reported', async () => replicas.get(key)?.length === 1, WATCH_WAIT_MS);
+  expect(replicas.get(key)).toEqual(['10.1.0.1:8080']);
+  // The second pod turns ready; the first starts terminating (not ready).
+  await discovery.replaceNamespacedEndpointSlice({
+    name: 'web-a',
+    namespace: ns,
+    body: slice('web-a', [false, true]),
+  });
+  await waitFor('replica set changed', async () => replicas.get(key)?.[0] === '10.1.0.2:8080', WATCH_WAIT_MS);
+  expect(replicas.get(key)).toEqual(['10.1.0.2:8080']);
+
+  const app: App = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'App',
+    metadata: { name: 'web', namespace: ns },
+    spec: { runtime: 'cortex', image: 'example/web:1' },
+  };
+  await custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    body: app,
+  });
+  const current = (await custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    name: 'web',
+  })) as App;
+  await custom.replaceNamespacedCustomObjectStatus({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: APP_PLURAL,
+    name: 'web',
+    body: {
+      ...current,
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'False',
+            reason: 'CrashLoopBackOff',
+            message: 'main.py raised ImportError: No module named numpy',
+            lastTransitionTime: new Date().toISOString(),
+          },
+        ],
+      },
+    },
+  });
+  await waitFor('start failure reported', async () => failures.get(key) !== undefined, WATCH_WAIT_MS);
+  expect(failures.get(key)).toBe('CrashLoopBackOff: main.py raised ImportError: No module named numpy');
+  expect((await resolver.resolve(project, 'web'))?.startFailure?.reason).toBe('CrashLoopBackOff');
 });

@@ -1,13 +1,11 @@
 /** Names and labels of the objects made for an App. */
-import type { App } from '../../../apis/v1alpha1/types.ts';
+import { type App, HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR } from '../../../apis/v1alpha1/types.ts';
 import type { OwnerReference } from '../../runtime/kube-client.ts';
 
-export const MANAGED_BY = 'apphost-operator';
-export const APP_LABEL = 'apphost.dev/app';
 /** Selects everything we manage (informers watch only these). */
-export const MANAGED_SELECTOR = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
+export { HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR };
+export const APP_LABEL = 'apphost.dev/app';
 export const CONTAINER_NAME = 'app';
-export const HTTP_PORT_NAME = 'http';
 /** The port the cortex runtime listens on inside the pod. */
 export const CORTEX_PORT = 8080;
 export const SERVICE_PORT = 80;
