@@ -3,12 +3,17 @@
  * its ops server (/healthz, /readyz, /metrics), and stops gracefully on SIGTERM.
  */
 import { KubeConfig } from '@kubernetes/client-node';
+import { connect } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { createLogger } from '../shared/log.ts';
+import { natsClientOptions } from '../shared/nats/url.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createOperator } from './operator.ts';
 import { operatorSettings, readOperatorEnv } from './settings.ts';
+
+/** Bound on the first NATS connection attempt at start-up. */
+export const NATS_CONNECT_TIMEOUT_MS = 10_000;
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const e = readOperatorEnv(env);
@@ -20,7 +25,22 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const operator = createOperator({ kc, log, registry, settings });
+  // Not awaited: the operator reconciles while NATS is away; the autoscaler starts once connected.
+  const nc = connect({
+    ...natsClientOptions(e.NATS_URL),
+    name: 'apphost-operator',
+    maxReconnectAttempts: -1,
+    waitOnFirstConnect: true,
+    timeout: NATS_CONNECT_TIMEOUT_MS,
+  });
+  let connected: Awaited<typeof nc> | undefined;
+  nc.then(
+    (c) => {
+      connected = c;
+    },
+    (err: unknown) => log.error({ err }, 'NATS unreachable: Apps are not autoscaled'),
+  );
+  const operator = createOperator({ kc, log, registry, settings, nc });
   const ops = await startOpsServer({
     port: e.APPHOST_OPS_PORT,
     registry,
@@ -29,6 +49,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   onShutdownSignal(log, settings.shutdownTimeoutMs, [
     { name: 'drain', run: async () => ops.drain() },
     { name: 'operator', run: () => operator.stop() },
+    { name: 'nats', run: async () => connected?.close() },
     { name: 'ops server', run: () => ops.close() },
   ]);
   log.info({ opsPort: ops.port(), identity: settings.leaderElection.identity }, 'operator starting');

@@ -4,13 +4,16 @@
  * over with warm caches and two replicas never both write.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
-import type { App, DomainAssignment } from '../apis/v1alpha1/types.ts';
+import { type App, type DomainAssignment, PROJECT_LABEL } from '../apis/v1alpha1/types.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { appHandlers, ownedHandlers, podAppKey, podHandlers, slimPod } from './app/controller.ts';
 import { createAppReconciler } from './app/reconciler.ts';
 import { MANAGED_SELECTOR } from './app/resources/labels.ts';
+import { createAutoscalerController } from './autoscaler/controller.ts';
+import type { AutoscalerLoop } from './autoscaler/loop.ts';
 import {
   appToDomainHandlers,
   domainHandlers,
@@ -27,6 +30,7 @@ import {
   type Deployment,
   type Ingress,
   type KubeClient,
+  type KubeObject,
   type ObjectWithMeta,
   type Pod,
   Resources,
@@ -54,6 +58,11 @@ export interface OperatorDeps {
   clock?: Clock;
   /** A client to use instead of one built from `kc` (tests wrap the real one). */
   client?: KubeClient;
+  /**
+   * NATS, for the autoscaler's load reports (a promise: the operator reconciles while it connects);
+   * without it nothing scales Apps (they run their minimum).
+   */
+  nc?: NatsConnection | Promise<NatsConnection>;
 }
 
 /** Bound on the first list of every watched type before start() gives up. */
@@ -180,6 +189,48 @@ export function createOperator(deps: OperatorDeps): Operator {
     gatewayServices,
   ];
 
+  // The autoscaler needs each App's project (its namespace's label) and, for scale-downs, its pods.
+  let autoscaler: AutoscalerLoop | undefined;
+  let startAutoscaler: (() => Promise<void>) | undefined;
+  if (deps.nc) {
+    const ncReady = Promise.resolve(deps.nc);
+    const namespaces = createInformer<KubeObject>({
+      client,
+      type: Resources.Namespace,
+      settings: informerSettings,
+      handlers: {},
+      labelSelector: PROJECT_LABEL,
+      log,
+    });
+    informers.push(namespaces);
+    const projectOf = (ns: string) => namespaces.get(undefined, ns)?.metadata.labels?.[PROJECT_LABEL];
+    const make = (nc: NatsConnection) =>
+      createAutoscalerController({
+        nc,
+        log: log.child({ component: 'autoscaler' }),
+        settings: s.autoscaler,
+        registry: deps.registry,
+        client,
+        events,
+        apps: { list: () => apps.list(), get: (ns, n) => apps.get(ns, n) },
+        deployments: { get: (ns, n) => deployments.get(ns, n) },
+        pods: { forApp: (ns, app) => pods.byIndex(`${ns}/${app}`) },
+        projectOf,
+        namespaceOf: (project) =>
+          namespaces.list().find((n) => n.metadata.labels?.[PROJECT_LABEL] === project)?.metadata.name,
+        isLeader: () => elector.isLeader(),
+        now: () => clock.now(),
+      });
+    startAutoscaler = async () => {
+      const nc = await ncReady;
+      if (stopping) return;
+      autoscaler = make(nc);
+      await autoscaler.start();
+      log.info('autoscaler started');
+    };
+  }
+  let stopping = false;
+
   const elector = createLeaderElector({
     client,
     settings: s.leaderElection,
@@ -220,9 +271,13 @@ export function createOperator(deps: OperatorDeps): Operator {
         clearTimeout(timer);
       }
       log.info('caches synced: campaigning for leadership');
+      // Reconciling does not wait for NATS; the autoscaler starts once it is connected.
+      startAutoscaler?.().catch((err: unknown) => log.error({ err }, 'the autoscaler could not start'));
       elector.start();
     },
     async stop() {
+      stopping = true;
+      await autoscaler?.stop();
       await elector.stop();
       await Promise.all(informers.map((i) => i.stop()));
     },

@@ -7,6 +7,8 @@ import { z } from 'zod';
 import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
 import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
+import { DEFAULT_AUTOSCALER_SETTINGS } from './autoscaler/autoscaler.ts';
+import type { AutoscalerLoopSettings } from './autoscaler/loop.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
 import type { BackoffSettings } from './runtime/workqueue.ts';
 
@@ -42,10 +44,17 @@ export interface OperatorSettings {
   backoff: BackoffSettings;
   /** How long SIGTERM may take in total. */
   shutdownTimeoutMs: number;
+  /** The autoscaler's windows and bounds (docs/scaling.md). */
+  autoscaler: AutoscalerLoopSettings;
 }
 
 /** The cortex runtime image `make images` builds (hack/images/names.ts; checked by image-names.test.ts). */
 export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/apphost/runtime-python:0.1.0';
+
+export const DEFAULT_AUTOSCALER_LOOP_SETTINGS: AutoscalerLoopSettings = {
+  ...DEFAULT_AUTOSCALER_SETTINGS,
+  runsCountTimeoutMs: 2_000,
+};
 
 export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
   return {
@@ -74,6 +83,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
     workers: 4,
     backoff: { baseDelayMs: 200, maxDelayMs: 60_000 },
     shutdownTimeoutMs: 30_000,
+    autoscaler: DEFAULT_AUTOSCALER_LOOP_SETTINGS,
     ...overrides,
   };
 }

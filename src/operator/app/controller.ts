@@ -41,8 +41,11 @@ export function podHandlers(enqueue: (key: string) => void): InformerHandlers<Po
   return { onAdd: add, onUpdate: add, onDelete: add };
 }
 
+/** The ReplicaSet controller removes pods with a lower cost first (set by the autoscaler). */
+export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
+
 /**
- * What the pod cache keeps: the fields status causes read. Pods are the most numerous objects
+ * What the pod cache keeps: the fields status causes read (and the autoscaler's IP and deletion cost). Pods are the most numerous objects
  * watched; dropping managedFields, env, probes and the like keeps the operator's memory small.
  */
 export function slimPod(pod: Pod): Pod {
@@ -57,6 +60,10 @@ export function slimPod(pod: Pod): Pod {
       uid: m.uid,
       resourceVersion: m.resourceVersion,
       labels: m.labels?.[APP_LABEL] ? { [APP_LABEL]: m.labels[APP_LABEL] } : {},
+      // The autoscaler compares before it writes (idle replicas are removed first).
+      ...(m.annotations?.[POD_DELETION_COST]
+        ? { annotations: { [POD_DELETION_COST]: m.annotations[POD_DELETION_COST] } }
+        : {}),
       ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
     },
     spec: {
@@ -65,6 +72,8 @@ export function slimPod(pod: Pod): Pod {
     },
     status: {
       phase: pod.status?.phase,
+      // The autoscaler matches reported per-replica load (`<pod IP>:<port>`) to pods.
+      ...(pod.status?.podIP ? { podIP: pod.status.podIP } : {}),
       conditions: pod.status?.conditions,
       containerStatuses: pod.status?.containerStatuses,
       initContainerStatuses: pod.status?.initContainerStatuses,

@@ -46,6 +46,8 @@ export interface AppDecision extends Decision {
   observed: number;
   stable: number;
   panic: number;
+  /** In-flight calls per replica id, summed over reporters. */
+  replicaLoad: Record<string, number>;
 }
 
 export class Autoscaler {
@@ -64,7 +66,8 @@ export class Autoscaler {
       entry = { window: new SampleWindow(this.settings.stableWindowMs), state: initialState(now) };
       this.#apps.set(app.key, entry);
     }
-    const observed = observedConcurrency(this.reports.totals(app.key, now), app.runsInStream);
+    const totals = this.reports.totals(app.key, now);
+    const observed = observedConcurrency(totals, app.runsInStream);
     entry.window.record(now, observed);
     const stable = entry.window.average(now, this.settings.stableWindowMs);
     const panic = entry.window.average(now, this.settings.panicWindowMs);
@@ -81,7 +84,7 @@ export class Autoscaler {
       this.settings,
     );
     entry.state = d.state;
-    return { ...d, key: app.key, observed, stable, panic };
+    return { ...d, key: app.key, observed, stable, panic, replicaLoad: totals.replicas };
   }
 
   /** Drops an app that no longer exists, and reporters past the ttl. */

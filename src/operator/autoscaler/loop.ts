@@ -25,6 +25,8 @@ export interface AutoscaledApp {
   readyReplicas: number;
   /** Replicas asked for now (the last decision, or where the app started). */
   desiredReplicas: number;
+  /** False until a first decision is recorded: `scale` is then called even without a change. */
+  decided?: boolean;
 }
 
 export interface AutoscalerLoopSettings extends AutoscalerSettings {
@@ -103,7 +105,7 @@ export function createAutoscalerLoop(deps: AutoscalerLoopDeps): AutoscalerLoop {
         now(),
       );
       deps.observe?.(app, d);
-      if (d.replicas === app.desiredReplicas) return;
+      if (d.replicas === app.desiredReplicas && app.decided !== false) return;
       log.info(
         {
           app: app.key,

@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
 import { createOperator, type Operator } from '../../../src/operator/operator.ts';
@@ -49,6 +50,8 @@ export function testOperator(
     leaderElection?: Partial<LeaderElectionSettings>;
   } = {},
   identity = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  /** With NATS, the operator runs its autoscaler. */
+  nc?: NatsConnection,
 ): TestOperator {
   const base = defaultOperatorSettings();
   const settings = defaultOperatorSettings({
@@ -75,7 +78,7 @@ export function testOperator(
     name: `operator-${identity}`,
     level: process.env.APPHOST_TEST_LOG_LEVEL ?? 'warn',
   });
-  const operator = createOperator({ kc, log, registry, settings });
+  const operator = createOperator({ kc, log, registry, settings, ...(nc ? { nc } : {}) });
   return {
     operator,
     registry,
