@@ -4,9 +4,11 @@ import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/set
 import { natsReplicas } from '../shared/nats/replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
 import { bool, commonEnv, int, port, readEnv, text } from '../shared/settings.ts';
+import { type BalancerSettings, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
 
 const G = DEFAULT_GATEWAY_SETTINGS;
+const B = DEFAULT_BALANCER_SETTINGS;
 const W = DEFAULT_RUN_WORKER_SETTINGS;
 
 export const GatewayEnv = z.object({
@@ -46,6 +48,16 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, { min: 1 }),
   APPHOST_RUN_RESULT_MAX_BYTES: int(W.maxResultBytes),
   APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
+  APPHOST_GATEWAY_QUEUE_TIMEOUT_MS: int(B.queueTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: int(B.coldStartTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR: int(B.queueDepthFactor, { min: 1 }),
+  APPHOST_GATEWAY_MAX_QUEUE_PER_APP: int(B.maxQueuePerApp, { min: 1 }),
+  APPHOST_GATEWAY_CAPACITY_BLOCK_MS: int(B.capacityBlockMs, { min: 1 }),
+  APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: int(B.unreachableBlockMs, { min: 1 }),
+  APPHOST_GATEWAY_MAX_RETRIES: int(B.maxRetries),
+  APPHOST_GATEWAY_ROUTING: z.enum(['endpoints', 'service']).default('endpoints'),
+  APPHOST_CLUSTER_DOMAIN: text('cluster.local'),
+  APPHOST_LOAD_REPORT_INTERVAL_MS: int(1_000, { min: 100 }),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
@@ -66,6 +78,19 @@ export function gatewaySettings(e: GatewayEnv): GatewaySettings {
     webhookOutboxMaxJobs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS,
     webhookOutboxMaxBytes: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES,
     webhookOutboxCloseMs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS,
+  };
+}
+
+export function balancerSettings(e: GatewayEnv): BalancerSettings {
+  return {
+    queueTimeoutMs: e.APPHOST_GATEWAY_QUEUE_TIMEOUT_MS,
+    coldStartTimeoutMs: e.APPHOST_GATEWAY_COLD_START_TIMEOUT_MS,
+    queueDepthFactor: e.APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR,
+    maxQueuePerApp: e.APPHOST_GATEWAY_MAX_QUEUE_PER_APP,
+    capacityBlockMs: e.APPHOST_GATEWAY_CAPACITY_BLOCK_MS,
+    unreachableBlockMs: e.APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS,
+    maxRetries: e.APPHOST_GATEWAY_MAX_RETRIES,
+    retryAfterSeconds: e.APPHOST_GATEWAY_RETRY_AFTER_SECONDS,
   };
 }
 

@@ -22,8 +22,9 @@ import { RUNS_MAX_MSG_BYTES } from '../shared/nats/jetstream.ts';
 import type { RunTokenVerifier } from '../shared/run-tokens.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
-import { type Balancer, createBalancer, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
+import { type Balancer, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { createAppCaller } from './balancer/caller.ts';
+import { createObservedBalancer } from './balancer/metrics.ts';
 import type { GatewayState } from './context.ts';
 import { prepareRun } from './handlers/prepare.ts';
 import { runAsync } from './handlers/run-async.ts';
@@ -80,7 +81,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const now = () => new Date(clock.now());
   const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
-  const balancer = deps.balancer ?? createBalancer(DEFAULT_BALANCER_SETTINGS);
+  const balancer = deps.balancer ?? createObservedBalancer(DEFAULT_BALANCER_SETTINGS, deps.registry);
   deps.resolver.watchReplicas?.(balancer);
   const callApp = createAppCaller({
     balancer,

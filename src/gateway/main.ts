@@ -22,7 +22,13 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
           ttlMs: cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS,
         })
       : undefined;
-  const resolver = createKubeAppResolver({ kc, log: resolverLog, ...(functions ? { functions } : {}) });
+  const resolver = createKubeAppResolver({
+    kc,
+    log: resolverLog,
+    routing: cfg.APPHOST_GATEWAY_ROUTING,
+    clusterDomain: cfg.APPHOST_CLUSTER_DOMAIN,
+    ...(functions ? { functions } : {}),
+  });
   await resolver.start();
   const proc = await serveGateway({ env: cfg, resolver, log });
   onShutdownSignal(log, proc.shutdownBoundMs, [

@@ -20,7 +20,9 @@ import { type OpsServer, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { ensureWebhooksStream } from '../webhooks/stream.ts';
-import { type GatewayEnv, gatewaySettings, runWorkerSettings } from './config.ts';
+import { createObservedBalancer } from './balancer/metrics.ts';
+import { createLoadReporter } from './balancer/reporter.ts';
+import { balancerSettings, type GatewayEnv, gatewaySettings, runWorkerSettings } from './config.ts';
 import { createGateway, type Gateway } from './gateway.ts';
 import { cachedRunTokenVerifier } from './token-cache.ts';
 
@@ -88,6 +90,13 @@ export async function serveGateway(opts: {
   );
 
   const secretBox = createSecretBox(env.APPHOST_PLATFORM_KEY);
+  // One balancer per process, shared by sync calls and the run worker; its load goes to the autoscaler.
+  const reporter = createLoadReporter({
+    nc,
+    log: log.child({ component: 'load-reporter' }),
+    intervalMs: env.APPHOST_LOAD_REPORT_INTERVAL_MS,
+  });
+  const balancer = createObservedBalancer(balancerSettings(env), registry, reporter.wake);
   const gateway = createGateway({
     resolver,
     verifyRunToken: cachedRunTokenVerifier(
@@ -99,6 +108,7 @@ export async function serveGateway(opts: {
     log: log.child({ component: 'gateway' }),
     registry,
     settings: gatewaySettings(env),
+    balancer,
   });
   const worker = env.APPHOST_RUN_WORKER
     ? createRunWorker({
@@ -112,6 +122,7 @@ export async function serveGateway(opts: {
       })
     : undefined;
   if (worker) await retryJetStreamSetup('starting the run worker', () => worker.start(), setup);
+  reporter.start(balancer);
 
   const server = createServer(gateway.callback());
   // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
@@ -152,6 +163,7 @@ export async function serveGateway(opts: {
       },
       { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
       { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
+      { name: 'stop load reports', run: async () => reporter.stop() },
       { name: 'drain nats', run: () => nc.drain() },
       { name: 'close ops', run: () => ops.close() },
     ],

@@ -27,6 +27,8 @@ export interface OperatorSettings {
   terminationGraceMarginSeconds: number;
   /** How long an App container may take to answer its first probe before the kubelet restarts it. */
   appStartupTimeoutSeconds: number;
+  /** preStop pause of App pods, covering endpoint propagation to the gateways (0 = none). */
+  preStopDelaySeconds: number;
   leaderElection: LeaderElectionSettings;
   /** Only watch and reconcile this namespace (single-tenant installs, tests); all namespaces when unset. */
   watchNamespace: string | undefined;
@@ -66,6 +68,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
     ingressClass: undefined,
     terminationGraceMarginSeconds: 10,
     appStartupTimeoutSeconds: 300,
+    preStopDelaySeconds: 5,
     leaderElection: {
       namespace: 'apphost-system',
       leaseName: 'apphost-operator',
@@ -117,10 +120,22 @@ export const OperatorEnv = z
     APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS: int(30_000, { min: 100 }),
     APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(10),
     APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(300, { min: 1, max: 3600 }),
+    APPHOST_PRESTOP_DELAY_SECONDS: int(5, { max: 300 }),
+    APPHOST_AUTOSCALER_TICK_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.tickMs, { min: 100 }),
+    APPHOST_AUTOSCALER_STABLE_WINDOW_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.stableWindowMs, { min: 1000 }),
+    APPHOST_AUTOSCALER_PANIC_WINDOW_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.panicWindowMs, { min: 100 }),
+    APPHOST_AUTOSCALER_PANIC_THRESHOLD_PERCENT: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.panicThreshold * 100, {
+      min: 110,
+    }),
+    APPHOST_AUTOSCALER_REPORT_TTL_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.reportTtlMs, { min: 100 }),
   })
   .refine((e) => e.APPHOST_OPERATOR_RENEW_DEADLINE_MS < e.APPHOST_OPERATOR_LEASE_DURATION_MS, {
     path: ['APPHOST_OPERATOR_RENEW_DEADLINE_MS'],
     message: 'must be less than APPHOST_OPERATOR_LEASE_DURATION_MS',
+  })
+  .refine((e) => e.APPHOST_AUTOSCALER_PANIC_WINDOW_MS <= e.APPHOST_AUTOSCALER_STABLE_WINDOW_MS, {
+    path: ['APPHOST_AUTOSCALER_PANIC_WINDOW_MS'],
+    message: 'must not be longer than APPHOST_AUTOSCALER_STABLE_WINDOW_MS',
   });
 export type OperatorEnv = z.output<typeof OperatorEnv>;
 
@@ -138,6 +153,15 @@ export function operatorSettings(e: OperatorEnv): OperatorSettings {
     ingressClass: e.APPHOST_INGRESS_CLASS,
     terminationGraceMarginSeconds: e.APPHOST_TERMINATION_GRACE_MARGIN_SECONDS,
     appStartupTimeoutSeconds: e.APPHOST_APP_STARTUP_TIMEOUT_SECONDS,
+    preStopDelaySeconds: e.APPHOST_PRESTOP_DELAY_SECONDS,
+    autoscaler: {
+      ...DEFAULT_AUTOSCALER_LOOP_SETTINGS,
+      tickMs: e.APPHOST_AUTOSCALER_TICK_MS,
+      stableWindowMs: e.APPHOST_AUTOSCALER_STABLE_WINDOW_MS,
+      panicWindowMs: e.APPHOST_AUTOSCALER_PANIC_WINDOW_MS,
+      panicThreshold: e.APPHOST_AUTOSCALER_PANIC_THRESHOLD_PERCENT / 100,
+      reportTtlMs: e.APPHOST_AUTOSCALER_REPORT_TTL_MS,
+    },
     leaderElection: {
       namespace: e.APPHOST_OPERATOR_NAMESPACE,
       leaseName: e.APPHOST_OPERATOR_LEASE_NAME,

@@ -5,7 +5,7 @@
  */
 import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
 import type { AppLoad } from '../../shared/contracts/scaling.ts';
-import { AppPool, type PoolSettings, type Replica, type StartFailure } from './pool.ts';
+import { AppPool, type PoolEvents, type PoolSettings, type Replica, type StartFailure } from './pool.ts';
 
 export interface BalancerSettings {
   /** Bound on waiting for a free slot while the app has ready replicas. */
@@ -53,6 +53,8 @@ export interface BalancerDeps {
   now?: () => number;
   /** A call is held for an app without a ready replica. */
   onWake?: (projectId: string, appName: string, load: AppLoad) => void;
+  /** Per-app event hooks (metrics). */
+  events?: (projectId: string, appName: string) => PoolEvents;
 }
 
 export interface Balancer {
@@ -69,6 +71,8 @@ export interface Balancer {
   loads(runsHeld?: (projectId: string, appName: string) => number): AppLoad[];
   /** Fails every waiting call (the process is stopping). */
   close(err: unknown): void;
+  /** Each known app's calls in flight and waiting, and ready replicas (for gauges). */
+  stats(): Array<{ projectId: string; appName: string; inflight: number; queued: number; ready: number }>;
 }
 
 interface Entry {
@@ -107,6 +111,7 @@ export function createBalancer(settings: BalancerSettings, deps: BalancerDeps = 
       pool: new AppPool(key, ps, {
         now,
         onWake: () => deps.onWake?.(projectId, appName, load(entry, 0)),
+        ...(deps.events ? { events: deps.events(projectId, appName) } : {}),
       }),
     };
     entry.pool.setReplicas(replicasOf.get(key) ?? []);
@@ -128,6 +133,8 @@ export function createBalancer(settings: BalancerSettings, deps: BalancerDeps = 
     find: (projectId, appName) => entries.get(poolKey(projectId, appName))?.pool,
     setReplicas(projectId, appName, replicas) {
       const key = poolKey(projectId, appName);
+      const prev = replicasOf.get(key) ?? [];
+      if (sameReplicas(prev, replicas)) return;
       if (replicas.length === 0) replicasOf.delete(key);
       else replicasOf.set(key, replicas);
       entries.get(key)?.pool.setReplicas(replicas);
@@ -161,5 +168,16 @@ export function createBalancer(settings: BalancerSettings, deps: BalancerDeps = 
     close(err) {
       for (const e of entries.values()) e.pool.close(err);
     },
+    stats() {
+      return [...entries.values()].map((e) => ({
+        projectId: e.projectId,
+        appName: e.appName,
+        ...e.pool.stats(),
+      }));
+    },
   };
+}
+
+function sameReplicas(a: readonly Replica[], b: readonly Replica[]): boolean {
+  return a.length === b.length && a.every((r, i) => r.id === b[i]?.id && r.url === b[i]?.url);
 }

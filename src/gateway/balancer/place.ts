@@ -56,7 +56,7 @@ export async function placeCall<T>(
     if ('value' in result) return { value: result.value, lease };
     last = result;
     const capacity = result.refused === Refusal.AtCapacity;
-    lease.refuse(capacity ? s.capacityBlockMs : s.unreachableBlockMs);
+    lease.refuse(capacity ? s.capacityBlockMs : s.unreachableBlockMs, result.refused);
     if (!capacity && ++retries > s.maxRetries) throw gaveUp(pool.app, last, retries, s.retryAfterSeconds);
     deadline ??= now() + s.queueTimeoutMs;
     if (now() >= deadline) throw gaveUp(pool.app, last, retries, s.retryAfterSeconds);

@@ -30,7 +30,7 @@ export interface Lease {
   /** The call is over (its response ended, or it failed after reaching the app): frees the slot. */
   release(): void;
   /** The replica refused the call without running it: frees the slot and skips the replica for `blockMs`. */
-  refuse(blockMs: number): void;
+  refuse(blockMs: number, reason?: string): void;
 }
 
 export interface AcquireOptions {
@@ -40,10 +40,21 @@ export interface AcquireOptions {
   requeue?: { deadline: number };
 }
 
+/** What happened, for metrics. */
+export interface PoolEvents {
+  /** A call was refused by the pool (queue_full, queue_timeout, cold_start_timeout, app_start_failed). */
+  rejected?(code: string): void;
+  /** A replica refused a call without running it (at_capacity, shutting_down, unreachable). */
+  refused?(reason: string): void;
+  /** A call held while no replica was ready got one after `seconds`. */
+  coldStart?(seconds: number): void;
+}
+
 export interface PoolDeps {
   now?: () => number;
   /** A call is being held and the app has no ready replica: ask for one now. */
   onWake?: () => void;
+  events?: PoolEvents;
 }
 
 interface ReplicaState extends Replica {
@@ -62,6 +73,7 @@ export class AppPool {
   #s: PoolSettings;
   readonly #now: () => number;
   readonly #onWake: () => void;
+  readonly #events: PoolEvents;
   #replicas: ReplicaState[] = [];
   /** Replicas no longer routable that still have calls in flight (kept in case they come back). */
   readonly #retired = new Map<string, ReplicaState>();
@@ -79,6 +91,7 @@ export class AppPool {
     this.#s = settings;
     this.#now = deps.now ?? Date.now;
     this.#onWake = deps.onWake ?? (() => {});
+    this.#events = deps.events ?? {};
     this.#meter = new ConcurrencyMeter(this.#now());
   }
 
@@ -112,7 +125,7 @@ export class AppPool {
   setStartFailure(failure: StartFailure | undefined): void {
     this.#failure = failure;
     if (failure && this.#replicas.length === 0) {
-      for (const w of this.#queue.splice(0)) w.fail(this.#startFailed(failure));
+      for (const w of this.#queue.splice(0)) w.fail(this.#reject(this.#startFailed(failure)));
       this.#levelChanged();
     }
   }
@@ -124,18 +137,19 @@ export class AppPool {
       const lease = this.#tryPlace();
       if (lease) return lease;
     }
-    if (this.#replicas.length === 0 && this.#failure) throw this.#startFailed(this.#failure);
+    if (this.#replicas.length === 0 && this.#failure) throw this.#reject(this.#startFailed(this.#failure));
     if (!requeue && this.#queue.length >= this.#s.maxQueue) {
-      throw new ApiError(
-        ErrorCode.QueueFull,
-        `app "${this.app}" has ${this.#queue.length} calls waiting for a free replica (the limit); retry later`,
-        { retryAfter: this.#s.retryAfterSeconds, details: { queued: this.#queue.length } },
+      throw this.#reject(
+        new ApiError(
+          ErrorCode.QueueFull,
+          `app "${this.app}" has ${this.#queue.length} calls waiting for a free replica (the limit); retry later`,
+          { retryAfter: this.#s.retryAfterSeconds, details: { queued: this.#queue.length } },
+        ),
       );
     }
     const now = this.#now();
-    const deadline =
-      requeue?.deadline ??
-      now + (this.#replicas.length === 0 ? this.#s.coldStartTimeoutMs : this.#s.queueTimeoutMs);
+    const cold = this.#replicas.length === 0;
+    const deadline = requeue?.deadline ?? now + (cold ? this.#s.coldStartTimeoutMs : this.#s.queueTimeoutMs);
     const lease = await new Promise<Lease>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const done = () => {
@@ -146,6 +160,7 @@ export class AppPool {
         deadline,
         grant: (l) => {
           done();
+          if (cold) this.#events.coldStart?.((this.#now() - now) / 1000);
           resolve(l);
         },
         fail: (err) => {
@@ -166,7 +181,7 @@ export class AppPool {
       signal?.addEventListener('abort', onAbort, { once: true });
       timer = setTimeout(
         () => {
-          if (leave()) w.fail(this.#timedOut(deadline - now));
+          if (leave()) w.fail(this.#reject(this.#timedOut(deadline - now)));
         },
         Math.max(0, deadline - now),
       );
@@ -189,6 +204,11 @@ export class AppPool {
       concurrency: this.#meter.take(this.#now()),
       replicas,
     };
+  }
+
+  /** Calls in flight and waiting, and ready replicas, without touching the report's average. */
+  stats(): { inflight: number; queued: number; ready: number } {
+    return { inflight: this.#inflight, queued: this.#queue.length, ready: this.#replicas.length };
   }
 
   get inflight(): number {
@@ -243,9 +263,10 @@ export class AppPool {
         this.#levelChanged();
         this.#dispatch();
       },
-      refuse: (blockMs) => {
+      refuse: (blockMs, reason = 'refused') => {
         if (!free()) return;
         this.refusals++;
+        this.#events.refused?.(reason);
         r.blockedUntil = Math.max(r.blockedUntil, this.#now() + blockMs);
         this.#levelChanged();
         this.#dispatch();
@@ -278,6 +299,11 @@ export class AppPool {
 
   #levelChanged(): void {
     this.#meter.set(this.#now(), this.#inflight + this.#queue.length);
+  }
+
+  #reject(err: ApiError): ApiError {
+    this.#events.rejected?.(err.code);
+    return err;
   }
 
   #startFailed(f: StartFailure): ApiError {

@@ -112,7 +112,6 @@ export const Resources = {
   Lease: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', plural: 'leases', namespaced: true },
   Event: { apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true },
   Namespace: { apiVersion: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false },
-  Pod: { apiVersion: 'v1', kind: 'Pod', plural: 'pods', namespaced: true },
 } as const satisfies Record<string, ResourceType>;
 
 export interface ObjectRef {

@@ -12,7 +12,8 @@ import { Registry } from 'prom-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
-import { createBalancer, DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
+import { DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
+import { createObservedBalancer } from '../../../src/gateway/balancer/metrics.ts';
 import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
 import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
@@ -58,21 +59,31 @@ const resolver = replicaResolver([
   app('drain', { replicaConcurrency: 4, maxReplicas: 2 }),
 ]);
 
-async function startGateway(balancerOver: Partial<typeof DEFAULT_BALANCER_SETTINGS> = {}): Promise<string> {
+async function startGateway(
+  balancerOver: Partial<typeof DEFAULT_BALANCER_SETTINGS> = {},
+  registry = new Registry(),
+): Promise<string> {
   const gateway = createGateway({
     resolver,
     verifyRunToken: createRunTokenVerifier(() => keys),
     nc,
     secretBox: createSecretBox('test-platform-key-0123456789'),
     log: silentLogger(),
-    registry: new Registry(),
+    registry,
     settings: DEFAULT_GATEWAY_SETTINGS,
-    balancer: createBalancer({ ...DEFAULT_BALANCER_SETTINGS, ...balancerOver }),
+    balancer: createObservedBalancer({ ...DEFAULT_BALANCER_SETTINGS, ...balancerOver }, registry),
   });
   gateways.push(gateway);
   const l = await listen(gateway.callback());
   servers.push(l.server);
   return l.url;
+}
+
+/** A counter's value for the given labels (0 when absent). */
+async function counter(registry: Registry, name: string, labels: Record<string, string>): Promise<number> {
+  const m = await registry.getSingleMetric(name)?.get();
+  const v = m?.values.find((x) => Object.entries(labels).every(([k, want]) => x.labels[k] === want));
+  return v?.value ?? 0;
 }
 
 async function call(base: string, appName: string, fn: string, body: unknown) {
@@ -170,7 +181,8 @@ describe('replicaConcurrency', () => {
     const [r1] = runtimes as [Runtime];
     resolver.set('tiny', [r1.url]);
     // One slot, and a queue of 1 × 1 × 1.
-    const base = await startGateway({ queueDepthFactor: 1 });
+    const registry = new Registry();
+    const base = await startGateway({ queueDepthFactor: 1 }, registry);
     const marker = join(dir, 'tiny');
     const running = call(base, 'tiny', 'timed', { marker, seconds: 1 });
     const queued = call(base, 'tiny', 'timed', { marker, seconds: 0.1 });
@@ -180,6 +192,12 @@ describe('replicaConcurrency', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error).toMatchObject({ code: 'queue_full' });
     expect([(await running).status, (await queued).status]).toEqual([200, 200]);
+    expect(
+      await counter(registry, 'apphost_gateway_capacity_rejections_total', {
+        app: 'tiny',
+        code: 'queue_full',
+      }),
+    ).toBe(1);
   });
 });
 
@@ -187,13 +205,17 @@ describe('two gateways', () => {
   it('keep one limit: the runtime refuses what the other gateway filled (429), and the call waits its turn', async () => {
     const shared = runtimes[2] as Runtime; // --max-concurrency 1
     resolver.set('shared', [shared.url]);
-    const [a, b] = [await startGateway(), await startGateway()];
+    const [ra, rb] = [new Registry(), new Registry()];
+    const [a, b] = [await startGateway({}, ra), await startGateway({}, rb)];
     const marker = join(dir, 'shared');
     const results = await Promise.all(
       [a, b, a, b].map((base) => call(base, 'shared', 'timed', { marker, seconds: 0.5 })),
     );
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     expect(maxOverlap(executions(marker))).toBe(1);
+    const refused = async (r: Registry) =>
+      counter(r, 'apphost_gateway_replica_refusals_total', { app: 'shared', reason: 'at_capacity' });
+    expect((await refused(ra)) + (await refused(rb))).toBeGreaterThan(0);
   });
 });
 

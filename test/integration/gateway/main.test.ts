@@ -65,6 +65,7 @@ beforeAll(async () => {
       APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
       APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '5000',
       APPHOST_RUN_STOP_TIMEOUT_MS: '5000',
+      APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: '1000',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -105,9 +106,9 @@ it('serves the run endpoint from the cluster view and stops cleanly on SIGTERM',
   });
   expect(await post(`/v4/${project}/nope/echo`)).toMatchObject({ status: 404, code: 'not_found' });
   expect(await post(`/v4/${project}/nope/echo?async=true`)).toMatchObject({ status: 404, code: 'not_found' });
-  // The App exists but has no Ready condition yet.
+  // The App exists but no pod of it is ready: the call is held for the cold-start bound, then refused.
   const notReady = await post(`/v4/${project}/hello/echo`);
-  expect(notReady).toMatchObject({ status: 503, code: 'app_not_ready' });
+  expect(notReady).toMatchObject({ status: 503, code: 'cold_start_timeout' });
   expect(notReady.id).toBeTruthy();
 
   const metrics = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();

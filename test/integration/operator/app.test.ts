@@ -197,8 +197,10 @@ describe('App → Deployment and Service', () => {
     });
     expect(dep.spec.replicas).toBe(2);
     const pod = dep.spec.template.spec!;
-    expect(pod.terminationGracePeriodSeconds).toBe(130);
+    // preStop pause 5 + responseGracePeriodSeconds 120 + margin 10.
+    expect(pod.terminationGracePeriodSeconds).toBe(135);
     const c = pod.containers[0]!;
+    expect(c.lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
     expect(c.image).toBe('example.invalid/runtime-python:test');
     expect(c.command).toEqual([
       'python',

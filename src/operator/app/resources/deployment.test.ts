@@ -140,6 +140,24 @@ describe('makeDeployment', () => {
     expect(custom.startupProbe).toMatchObject({ httpGet: { path: '/rz' }, failureThreshold: 45 });
   });
 
+  it('a preStop pause before SIGTERM, covered by the termination grace period; the runtime knows its limit', () => {
+    const d = makeDeployment(
+      app({
+        runtime: 'cortex',
+        image: 'x:1',
+        responseGracePeriodSeconds: 60,
+        scaling: { replicaConcurrency: 4 },
+      }),
+      { ...settings, preStopDelaySeconds: 5 },
+    );
+    expect(first(d).lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
+    expect(pod(d).terminationGracePeriodSeconds).toBe(5 + 60 + 10);
+    expect(first(d).env).toContainEqual({ name: 'APPHOST_MAX_CONCURRENCY', value: '4' });
+    expect(
+      first(makeDeployment(app({ runtime: 'cortex', image: 'x:1' }), settings)).lifecycle,
+    ).toBeUndefined();
+  });
+
   it('custom without entrypoint keeps the image entrypoint', () => {
     expect(container(app({ runtime: 'custom', image: 'me/srv:1', port: 80 })).command).toBeUndefined();
   });
@@ -171,6 +189,7 @@ describe('makeDeployment', () => {
     expect(c.env).toEqual([
       { name: 'APPHOST_APP_NAME', value: 'hello' },
       { name: 'HOME', value: '/tmp' },
+      { name: 'APPHOST_MAX_CONCURRENCY', value: '100' },
       { name: 'A', value: '1' },
       { name: 'B', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } },
     ]);

@@ -1,6 +1,6 @@
 /** The Deployment that runs an App: a pure function of the App and the operator's settings. */
 import type { V1Container, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
-import { deploymentReplicas } from '../../../apis/v1alpha1/scaling.ts';
+import { deploymentReplicas, effectiveScaling } from '../../../apis/v1alpha1/scaling.ts';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
 import type { Deployment } from '../../runtime/kube-client.ts';
@@ -21,6 +21,11 @@ export interface DeploymentSettings {
   appStartupTimeoutSeconds: number;
   /** How apps deployed with `apphost deploy` get their code (defaults: DEFAULT_ARTIFACT_FETCH). */
   artifactFetch?: ArtifactFetchSettings;
+  /**
+   * A stopping pod keeps serving this long before it gets SIGTERM (preStop sleep), so the gateways
+   * have removed it from routing (its EndpointSlice update) before it refuses calls. 0 = none.
+   */
+  preStopDelaySeconds?: number;
 }
 
 export const DEFAULT_ARTIFACT_FETCH: ArtifactFetchSettings = {
@@ -134,6 +139,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
   const custom = app.spec.runtime === Runtime.Custom;
   const port = containerPort(app);
   const grace = graceSeconds(app);
+  const preStop = s.preStopDelaySeconds ?? 0;
   const configMap = custom ? undefined : app.spec.code?.configMapRef?.name;
   const fetched = custom
     ? undefined
@@ -156,6 +162,8 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
     { name: 'APPHOST_APP_NAME', value: name },
     // The runtime user's home is /app, read-only: libraries that cache under ~ write to /tmp instead.
     ...(custom ? [] : [{ name: 'HOME', value: TMP_DIR }]),
+    // The runtime refuses (429) one call more than this: the exact limit behind several gateways.
+    { name: 'APPHOST_MAX_CONCURRENCY', value: String(effectiveScaling(app.spec.scaling).replicaConcurrency) },
     ...(app.spec.env ?? []).map((e) =>
       e.valueFrom ? { name: e.name, valueFrom: e.valueFrom } : { name: e.name, value: e.value ?? '' },
     ),
@@ -171,6 +179,7 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
       : {}),
     ...(resources(app) ? { resources: resources(app) } : {}),
     ...probes(app, s),
+    ...(preStop > 0 ? { lifecycle: { preStop: { sleep: { seconds: preStop } } } } : {}),
     ...(configMap ? { volumeMounts: [{ name: CODE_VOLUME, mountPath: APP_DIR, readOnly: true }] } : {}),
     ...(fetched ? { volumeMounts: fetched.mounts } : {}),
   };
@@ -189,8 +198,9 @@ export function makeDeployment(app: App, s: DeploymentSettings): Deployment {
       template: {
         metadata: { labels: appLabels(app) },
         spec: hardenPod(app, {
-          // An in-flight run may take responseGracePeriodSeconds; the margin lets the runtime exit cleanly.
-          terminationGracePeriodSeconds: grace + s.terminationGraceMarginSeconds,
+          // After the preStop pause, an in-flight run may take responseGracePeriodSeconds; the margin
+          // lets the runtime exit cleanly.
+          terminationGracePeriodSeconds: preStop + grace + s.terminationGraceMarginSeconds,
           enableServiceLinks: false,
           ...(fetched ? { initContainers: [fetched.initContainer] } : {}),
           containers: [container],
