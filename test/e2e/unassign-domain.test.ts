@@ -77,7 +77,13 @@ describe('unassigning a custom domain', () => {
     // The app's pods cannot run here (no nodes), so the resolver sends its traffic to a real runtime.
     runtime = await startRuntime();
     const upstream = runtime.url;
-    resolver = createKubeAppResolver({ kc, log: silentLogger(), upstreamFor: () => upstream });
+    // No kubelet gives pods addresses here: route through one fixed upstream (Service-style routing).
+    resolver = createKubeAppResolver({
+      kc,
+      log: silentLogger(),
+      routing: 'service',
+      upstreamFor: () => upstream,
+    });
     await resolver.start();
     let keys: KeySet = await store.getRunTokenKeys();
     nc = await connect({ servers: inject('natsUrl') });
