@@ -4,7 +4,8 @@
  * The CRD (crds/apphost.dev_apps.yaml) states the same defaults and ranges.
  */
 import { z } from 'zod';
-import { type App, type AppSpec, START_FAILURE_REASONS } from './types.ts';
+import { APP_START_FAILURE_REASONS } from './app-reasons.ts';
+import type { App, AppSpec } from './types.ts';
 
 export const DEFAULT_MIN_REPLICAS = 1;
 /** Used when maxReplicas is not set (raised to minReplicas when that is larger). */
@@ -80,10 +81,10 @@ export function deploymentReplicas(app: App): number {
   return Math.min(Math.max(wanted, s.minReplicas), s.maxReplicas);
 }
 
-/** Why the App cannot start, when its Ready condition says so (see START_FAILURE_REASONS). */
+/** Why the App cannot start, when its Ready condition says so (see APP_START_FAILURE_REASONS). */
 export function startFailureOf(app: App): { reason: string; message: string } | undefined {
   const ready = app.status?.conditions?.find((c) => c.type === 'Ready');
-  if (ready?.status !== 'False' || !ready.reason || !START_FAILURE_REASONS.has(ready.reason))
+  if (ready?.status !== 'False' || !ready.reason || !APP_START_FAILURE_REASONS.has(ready.reason))
     return undefined;
   return { reason: ready.reason, message: ready.message || ready.reason };
 }

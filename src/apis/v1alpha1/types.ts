@@ -18,22 +18,6 @@ export const MANAGED_SELECTOR = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
 /** The Service port (and EndpointSlice port) name of every App. */
 export const HTTP_PORT_NAME = 'http';
 
-/**
- * Reasons of an App's `Ready=False` condition that mean it cannot start (its pods fail): the gateway
- * fails calls held for such an app at once, with the condition's message, instead of at the
- * cold-start bound.
- */
-export const START_FAILURE_REASONS: ReadonlySet<string> = new Set([
-  'ImagePullBackOff',
-  'ErrImagePull',
-  'InvalidImageName',
-  'CrashLoopBackOff',
-  'ImportError',
-  'CreateContainerConfigError',
-  'ReplicaFailure',
-  'ProgressDeadlineExceeded',
-]);
-
 export const Runtime = { Cortex: 'cortex', Custom: 'custom' } as const;
 export type Runtime = (typeof Runtime)[keyof typeof Runtime];
 
