@@ -67,7 +67,7 @@ def test_a_call_over_the_limit_is_refused_with_429_without_running(start_runtime
     assert r.status_code == 429
     assert r.headers["x-apphost-refused"] == "at_capacity"
     assert r.headers["retry-after"] == "1"
-    assert r.json()["error"]["type"] == "at_capacity"
+    assert r.json()["error"]["code"] == "at_capacity"
     assert not marker.exists()
     release.touch()
     t.join(timeout=10)
