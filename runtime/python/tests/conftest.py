@@ -131,6 +131,7 @@ def start_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
 SHARED_APP = """
 import asyncio
 import os
+import threading
 import time
 from os.path import join  # imported into main.py: must NOT be exposed
 
@@ -157,6 +158,25 @@ def hello(name):
 def sleep(seconds):
     time.sleep(seconds)
     return {"slept": seconds}
+
+
+_barriers = {}
+_barriers_lock = threading.Lock()
+
+
+def meet(key, parties, release, timeout=30):
+    # Returns only if `parties` blocking calls were inside at the same time (else the barrier times out:
+    # a 500), then holds each call until the file `release` exists; `release.<n>` marks each arrival.
+    with _barriers_lock:
+        barrier = _barriers.setdefault(key, threading.Barrier(parties, timeout=timeout))
+    n = barrier.wait()
+    open(f"{release}.{n}", "w").close()
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            raise TimeoutError("never released")
+        time.sleep(0.02)
+    return {"met": parties}
 
 
 def ticks(n=3, gap=0.3):
