@@ -38,7 +38,12 @@ import {
   uniqueId,
 } from '../integration/management/fixtures.ts';
 import { call, type RunningApi, startApi } from '../integration/management/server.ts';
-import { type TestOperator, testOperator } from '../integration/operator/helpers.ts';
+import {
+  createGatewayService,
+  type TestOperator,
+  testClient,
+  testOperator,
+} from '../integration/operator/helpers.ts';
 
 const CONVERGE_MS = 60_000;
 
@@ -67,6 +72,8 @@ describe('unassigning a custom domain', () => {
     namespaces.push(ns, keysNs);
     await createAppCr(kc, ns, 'hello');
 
+    // Domain Ingresses route to (and are owned by) the gateway Service: a stand-in for it.
+    await createGatewayService(testClient(kc), ns, 'apphost-gateway');
     op = testOperator(kc, ns, { gatewayService: 'apphost-gateway' });
     await op.operator.start();
 

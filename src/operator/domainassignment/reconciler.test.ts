@@ -53,7 +53,8 @@ interface Row {
   others?: DomainAssignment[];
   apps?: string[];
   ingress?: Ingress;
-  gateway?: Service;
+  /** The gateway Service; absent: the one every install has. */
+  noGateway?: boolean;
   wantWrites: string[];
   wantReason?: string;
 }
@@ -82,14 +83,14 @@ const table: Row[] = [
     name: 'an Ingress already in place is not written again',
     domain: da({ appName: 'alpha' }),
     apps: ['alpha'],
-    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings, gatewayService),
     wantWrites: ['patch-status domainassignments dom-1'],
     wantReason: 'Routed',
   },
   {
     name: 'unassigning deletes the Ingress',
     domain: da({ appName: '' }),
-    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings, gatewayService),
     wantWrites: ['delete ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
     wantReason: 'Unassigned',
   },
@@ -112,7 +113,7 @@ const table: Row[] = [
     domain: da({ appName: 'alpha' }),
     apps: ['alpha'],
     ingress: (() => {
-      const ing = makeIngress(da({ appName: 'alpha' }), settings);
+      const ing = makeIngress(da({ appName: 'alpha' }), settings, gatewayService);
       return { ...ing, metadata: { ...ing.metadata, name: 'domain-p1-dom-1' } };
     })(),
     wantWrites: [
@@ -125,7 +126,7 @@ const table: Row[] = [
   {
     name: 'a domain being deleted loses its Ingress',
     domain: da({ appName: 'alpha' }, { deletionTimestamp: '2026-01-03T00:00:00Z' }),
-    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings, gatewayService),
     wantWrites: ['delete ingresses domain-p1.dom-1'],
   },
   {
@@ -134,17 +135,25 @@ const table: Row[] = [
       { appName: 'alpha' },
       { deletionTimestamp: '2026-01-03T00:00:00Z', finalizers: [LEGACY_FINALIZER] },
     ),
-    ingress: makeIngress(da({ appName: 'alpha' }), settings),
+    ingress: makeIngress(da({ appName: 'alpha' }), settings, gatewayService),
     wantWrites: ['patch domainassignments dom-1'],
   },
   {
-    name: 'with a gateway Service, the Ingress is owned by it',
+    name: 'without the gateway Service (being uninstalled): no route, and none made',
     domain: da({ appName: 'alpha' }),
     apps: ['alpha'],
-    gateway: gatewayService,
-    ingress: makeIngress(da({ appName: 'alpha' }), settings),
-    wantWrites: ['apply ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
-    wantReason: 'Routed',
+    noGateway: true,
+    ingress: makeIngress(da({ appName: 'alpha' }), settings, gatewayService),
+    wantWrites: ['delete ingresses domain-p1.dom-1', 'patch-status domainassignments dom-1'],
+    wantReason: 'GatewayNotFound',
+  },
+  {
+    name: 'without the gateway Service and no Ingress: nothing is created',
+    domain: da({ appName: 'alpha' }),
+    apps: ['alpha'],
+    noGateway: true,
+    wantWrites: ['patch-status domainassignments dom-1'],
+    wantReason: 'GatewayNotFound',
   },
 ];
 
@@ -161,7 +170,7 @@ describe('DomainAssignment reconciler', () => {
       },
       apps: { get: (_ns, name) => (row.apps?.includes(name) ? app(name) : undefined) },
       ingresses: { get: (_ns, name) => (row.ingress?.metadata.name === name ? row.ingress : undefined) },
-      gatewayService: () => row.gateway,
+      gatewayService: () => (row.noGateway ? undefined : gatewayService),
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -170,12 +179,6 @@ describe('DomainAssignment reconciler', () => {
     });
     await reconcile('p1/dom-1');
     expect(client.writes.map((w) => `${w.verb} ${w.resource} ${w.name}`)).toEqual(row.wantWrites);
-    const applied = client.writes.find((w) => w.verb === 'apply')?.body as Ingress | undefined;
-    if (applied) {
-      expect(applied.metadata.ownerReferences).toEqual(
-        row.gateway ? [{ apiVersion: 'v1', kind: 'Service', name: 'gateway', uid: 'gw-uid' }] : undefined,
-      );
-    }
     if (row.wantReason) {
       const st = client.stored(Resources.DomainAssignment, { namespace: 'p1', name: 'dom-1' })?.status as
         | DomainAssignment['status']
@@ -192,7 +195,7 @@ describe('DomainAssignment reconciler', () => {
       domains: { get: () => d, list: () => [d] },
       apps: { get: () => undefined },
       ingresses: { get: () => undefined },
-      gatewayService: () => undefined,
+      gatewayService: () => gatewayService,
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -219,7 +222,7 @@ describe("an Ingress of the same name that is not this domain's", () => {
       apps: { get: (_ns, name) => app(name) },
       // Unlabelled, so not in our cache: only a lookup finds it.
       ingresses: { get: () => undefined },
-      gatewayService: () => undefined,
+      gatewayService: () => gatewayService,
       client,
       events: createFakeEventRecorder(),
       settings,
@@ -244,10 +247,15 @@ describe("an Ingress of the same name that is not this domain's", () => {
 
 describe('makeIngress', () => {
   it('routes the hostname to the gateway, with TLS and class when set', () => {
-    const ing = makeIngress(da({ appName: 'alpha', tlsSecretName: 'tls-1' }), {
-      ...settings,
-      ingressClass: 'nginx',
-    });
+    const ing = makeIngress(
+      da({ appName: 'alpha', tlsSecretName: 'tls-1' }),
+      { ...settings, ingressClass: 'nginx' },
+      gatewayService,
+    );
+    // Owned by the gateway Service (uninstalling the platform takes the route along), not blocking it.
+    expect(ing.metadata.ownerReferences).toEqual([
+      { apiVersion: 'v1', kind: 'Service', name: 'gateway', uid: 'gw-uid' },
+    ]);
     expect(ing.metadata.namespace).toBe('gw');
     expect(ing.spec).toEqual({
       ingressClassName: 'nginx',

@@ -34,6 +34,7 @@ import {
   computeDomainStatus,
   markAppNotFound,
   markFailed,
+  markGatewayNotFound,
   markHostnameConflict,
   markRouted,
   markUnassigned,
@@ -43,7 +44,7 @@ export interface DomainReconcilerDeps {
   domains: Lister<DomainAssignment> & { list(): DomainAssignment[] };
   apps: Lister<App>;
   ingresses: Lister<Ingress>;
-  /** The gateway Service, if it exists: our Ingresses are owned by it, so they go with it. */
+  /** The gateway Service, if it exists: our Ingresses route to it and are owned by it (they go with it). */
   gatewayService: () => Service | undefined;
   client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch' | 'delete'>;
   events: EventRecorder;
@@ -56,6 +57,7 @@ export const DomainEventReason = {
   Routed: 'Routed',
   RouteRemoved: 'RouteRemoved',
   AppNotFound: 'AppNotFound',
+  GatewayNotFound: 'GatewayNotFound',
   HostnameConflict: 'HostnameConflict',
   ReconcileFailed: 'ReconcileFailed',
 } as const;
@@ -216,7 +218,31 @@ export function createDomainReconciler(
         await writeStatus(da, ready);
         return undefined;
       }
-      const desired = makeIngress(da, deps.settings, deps.gatewayService());
+      // No gateway, no route: while the platform is being uninstalled the gateway Service goes first,
+      // and its Ingresses are garbage-collected; recreating them unowned would leave them behind.
+      const gateway = deps.gatewayService();
+      if (!gateway) {
+        if (await removeRoute(da)) {
+          await deps.events.record(
+            da,
+            EventType.Normal,
+            DomainEventReason.RouteRemoved,
+            `route for ${da.spec.hostname} removed: no gateway Service`,
+          );
+        }
+        const ready = markGatewayNotFound(deps.settings.gatewayNamespace, deps.settings.gatewayService);
+        if (da.status?.conditions?.find((c) => c.type === 'Ready')?.reason !== ready.reason) {
+          await deps.events.record(
+            da,
+            EventType.Warning,
+            DomainEventReason.GatewayNotFound,
+            ready.message ?? '',
+          );
+        }
+        await writeStatus(da, ready);
+        return undefined;
+      }
+      const desired = makeIngress(da, deps.settings, gateway);
       const ref = ingressRef(da);
       // The cache holds only labelled Ingresses: look before creating, and never take over another's.
       const live =

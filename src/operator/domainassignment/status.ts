@@ -6,6 +6,7 @@ export const DomainReason = {
   Routed: 'Routed',
   Unassigned: 'Unassigned',
   AppNotFound: 'AppNotFound',
+  GatewayNotFound: 'GatewayNotFound',
   HostnameConflict: 'HostnameConflict',
   ReconcileFailed: 'ReconcileFailed',
 } as const;
@@ -26,6 +27,11 @@ export const markAppNotFound = (da: DomainAssignment): Ready => ({
   status: 'False',
   reason: DomainReason.AppNotFound,
   message: `app "${da.spec.appName}" does not exist in namespace ${da.metadata.namespace}; create it or assign the domain to another app`,
+});
+export const markGatewayNotFound = (namespace: string, name: string): Ready => ({
+  status: 'False',
+  reason: DomainReason.GatewayNotFound,
+  message: `the gateway Service ${namespace}/${name} does not exist, so nothing can route to it (is the platform installed?)`,
 });
 export const markHostnameConflict = (da: DomainAssignment, other: string): Ready => ({
   status: 'False',

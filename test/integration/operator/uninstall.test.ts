@@ -121,13 +121,28 @@ describe('uninstall', () => {
     await back.operator.stop();
   });
 
-  it('deleting the gateway Service (the platform uninstalled) removes every domain route', async () => {
+  it('deleting the gateway Service (the platform uninstalled) removes every domain route for good', async () => {
     const ns = await project('op-gc');
     const op = await startOperator(ns);
     await domain(ns, 'api');
     await eventually('api routed', async () => Boolean(await ingress(ns, 'api')));
-    await op.operator.stop();
+    // helm uninstall deletes the gateway Service while the operator may still be running: the route is
+    // garbage-collected, and the operator does not put it back (no gateway, no route).
     await client.delete(Resources.Service, { namespace: gatewayNs, name: 'gw' });
-    await eventually('Ingress garbage-collected with its owner', async () => !(await ingress(ns, 'api')));
+    await eventually('api reports GatewayNotFound', async () => {
+      const d = await client.get<DomainAssignment>(Resources.DomainAssignment, {
+        namespace: ns,
+        name: 'api',
+      });
+      return d?.status?.conditions?.find((c) => c.type === 'Ready')?.reason === 'GatewayNotFound';
+    });
+    await eventually('Ingress gone with its owner', async () => !(await ingress(ns, 'api')));
+    // A resync later it is still gone.
+    await new Promise((r) => setTimeout(r, 2 * op.settings.resyncPeriodMs));
+    expect(await ingress(ns, 'api')).toBeUndefined();
+    // The gateway back (reinstalled): routed again, owned by the new Service.
+    const gw = await createGatewayService(client, gatewayNs, 'gw');
+    await eventually('api routed again', async () => Boolean(await ingress(ns, 'api')));
+    expect((await ingress(ns, 'api'))?.metadata.ownerReferences?.[0]?.uid).toBe(gw.metadata.uid);
   });
 });

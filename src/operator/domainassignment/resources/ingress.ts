@@ -47,11 +47,11 @@ export function legacyIngressName(da: { metadata: { namespace?: string; name: st
   return boundedName(`domain-${da.metadata.namespace}-${da.metadata.name}`.toLowerCase());
 }
 
-export function makeIngress(da: DomainAssignment, s: IngressSettings, gateway?: Service): Ingress {
+export function makeIngress(da: DomainAssignment, s: IngressSettings, gateway: Service): Ingress {
   const host = da.spec.hostname;
-  const owner = gateway?.metadata.uid
-    ? [{ apiVersion: 'v1', kind: 'Service', name: gateway.metadata.name, uid: gateway.metadata.uid }]
-    : undefined;
+  const owner = [
+    { apiVersion: 'v1', kind: 'Service', name: gateway.metadata.name, uid: gateway.metadata.uid ?? '' },
+  ];
   return withIntentHash({
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
@@ -70,7 +70,7 @@ export function makeIngress(da: DomainAssignment, s: IngressSettings, gateway?: 
       },
       // Not a controller reference, and not blocking the Service's deletion (that would need a
       // finalizer permission on Services): it only ties the Ingress's lifetime to the gateway's.
-      ...(owner ? { ownerReferences: owner } : {}),
+      ownerReferences: owner,
     },
     spec: {
       ...(s.ingressClass ? { ingressClassName: s.ingressClass } : {}),
