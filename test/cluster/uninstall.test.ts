@@ -1,0 +1,136 @@
+/**
+ * Uninstalling apphost in the order people use finishes (issue 20.4): the platform first — `helm
+ * uninstall`, or `kubectl delete -f manifests/` — then the project namespaces, which must not hang in
+ * Terminating on anything of ours; the domain routes go with the platform. Each case reinstalls the
+ * platform afterwards, so the files after this one find it as they expect (docs/testing.md).
+ */
+import { join } from 'node:path';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../harness/process.ts';
+import {
+  clusterKubeConfig,
+  createProject,
+  helm,
+  info,
+  kubectl,
+  kubectlApply,
+  PLATFORM_NAMESPACE,
+  PLATFORM_RELEASE,
+} from './fixture.ts';
+import { installPlatform, PLATFORM_READY_TIMEOUT_MS, REPO } from './platform.ts';
+
+/** Bound on deleting a project namespace (the namespace controller deletes its content first). */
+const NAMESPACE_DELETE_TIMEOUT_S = 120;
+/** Bound on an App becoming Ready and its domain being routed. */
+const ROUTED_TIMEOUT_MS = 120_000;
+
+let kc: KubeConfig;
+
+const domainIngresses = async () =>
+  (
+    await kubectl(
+      '-n',
+      PLATFORM_NAMESPACE,
+      'get',
+      'ingresses',
+      '-l',
+      'app.kubernetes.io/component=domain',
+      '-o',
+      'name',
+      '--ignore-not-found',
+    )
+  ).trim();
+
+/** A project with a Ready App and a custom domain routed to it: what an uninstall meets. */
+async function projectInUse(): Promise<string> {
+  const ns = await createProject(kc);
+  await kubectlApply(
+    ns,
+    `apiVersion: v1
+kind: ConfigMap
+metadata: {name: hello-code}
+data:
+  main.py: ${JSON.stringify('def run(name="world"):\n    return {"message": f"hello {name}"}\n')}
+---
+apiVersion: apphost.dev/v1alpha1
+kind: App
+metadata: {name: hello}
+spec: {runtime: cortex, code: {configMapRef: {name: hello-code}}}
+---
+apiVersion: apphost.dev/v1alpha1
+kind: DomainAssignment
+metadata: {name: www}
+spec: {hostname: www.${ns}.example.test, appName: hello}
+`,
+  );
+  await kubectl(
+    '-n',
+    ns,
+    'wait',
+    '--for=condition=Ready',
+    'app/hello',
+    `--timeout=${ROUTED_TIMEOUT_MS / 1000}s`,
+  );
+  await waitFor(
+    'the domain routed',
+    async () => (await domainIngresses()).includes(`domain-${ns}.www`),
+    ROUTED_TIMEOUT_MS,
+    500,
+  );
+  return ns;
+}
+
+/** `kubectl delete namespace` waits until the namespace is gone; a hang fails at the bound. */
+async function deleteProject(ns: string): Promise<number> {
+  const t0 = Date.now();
+  await kubectl('delete', 'namespace', ns, `--timeout=${NAMESPACE_DELETE_TIMEOUT_S}s`);
+  const gone = await kc
+    .makeApiClient(CoreV1Api)
+    .readNamespace({ name: ns })
+    .then(() => false)
+    .catch((err: { code?: number }) => err.code === 404);
+  expect(gone).toBe(true);
+  return Date.now() - t0;
+}
+
+beforeAll(() => {
+  kc = clusterKubeConfig();
+});
+
+describe('uninstall', () => {
+  it('helm uninstall, then deleting the project namespaces, finishes; the domain routes go with the gateway', {
+    timeout: 2 * PLATFORM_READY_TIMEOUT_MS + 300_000,
+  }, async () => {
+    const ns = await projectInUse();
+    await helm(['uninstall', PLATFORM_RELEASE, '--namespace', PLATFORM_NAMESPACE, '--wait']);
+    await waitFor(
+      'domain Ingresses garbage-collected',
+      async () => (await domainIngresses()) === '',
+      60_000,
+      500,
+    );
+    const ms = await deleteProject(ns);
+    process.stderr.write(`cluster suite: after helm uninstall, project namespace deleted in ${ms} ms\n`);
+    await installPlatform(info().kubeconfigPath);
+  });
+
+  it('kubectl delete -f manifests/, then deleting the project namespaces, finishes', {
+    timeout: 2 * PLATFORM_READY_TIMEOUT_MS + 300_000,
+  }, async () => {
+    const ns = await projectInUse();
+    // The rendered manifests name what the chart installed (release apphost in apphost-system).
+    await kubectl(
+      'delete',
+      '-f',
+      join(REPO, 'manifests'),
+      '--ignore-not-found',
+      `--timeout=${PLATFORM_READY_TIMEOUT_MS / 1000}s`,
+    );
+    const ms = await deleteProject(ns);
+    process.stderr.write(
+      `cluster suite: after kubectl delete -f manifests/, project namespace deleted in ${ms} ms\n`,
+    );
+    await installPlatform(info().kubeconfigPath);
+  });
+});
