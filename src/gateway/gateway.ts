@@ -121,7 +121,20 @@ export function createGateway(deps: GatewayDeps): Gateway {
     count: (outcome) => metrics.webhookJobs.inc({ outcome }),
     held: (jobs) => metrics.webhookOutbox.set(jobs),
   });
-  const enqueueWebhook = (job: WebhookJob, reqLog: Logger) => outbox.add(job, reqLog);
+  const enqueueWebhook = async (job: WebhookJob, reqLog: Logger): Promise<void> => {
+    // A job NATS can never take (over the server's max_payload) must not sit in the outbox for ever.
+    const size = Buffer.byteLength(JSON.stringify(job));
+    const limit = deps.nc.info?.max_payload ?? 1024 * 1024;
+    if (size > limit) {
+      metrics.webhookJobs.inc({ outcome: 'too_large' });
+      reqLog.warn(
+        { size, limit },
+        'response too large to forward to the webhook (over the NATS max_payload)',
+      );
+      return;
+    }
+    await outbox.add(job, reqLog);
+  };
 
   const maxJobBytes = () => Math.min(deps.nc.info?.max_payload ?? 1024 * 1024, RUNS_MAX_MSG_BYTES);
 

@@ -36,7 +36,7 @@ export function createGatewayMetrics(
     }),
     webhookJobs: new Counter({
       name: 'apphost_gateway_webhook_jobs_total',
-      help: 'Webhook jobs of sync calls by outcome: queued, held (JetStream did not take it; retried), queued_after_retry, dropped (outbox full).',
+      help: 'Webhook jobs of sync calls by outcome: queued, held (JetStream did not take it; retried), queued_after_retry, dropped (outbox full), too_large (over the NATS max_payload; not forwarded).',
       labelNames: ['outcome'],
       registers: [registry],
     }),

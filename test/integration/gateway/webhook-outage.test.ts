@@ -94,3 +94,17 @@ it(
   },
   3 * RECOVERY_TIMEOUT_MS,
 );
+
+it('does not hold a job NATS can never take (over max_payload): not forwarded, counted, logged', async () => {
+  const hook = encodeURIComponent('https://receiver.example/hook');
+  // Under APPHOST_WEBHOOK_MAX_BODY_BYTES (768 KiB), but base64 plus the envelope is over 1 MiB.
+  const res = await request(`${base}/v4/${P}/hello/echo?webhookEndpoint=${hook}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ s: 'x'.repeat(786_300) }),
+  });
+  await res.body.text();
+  expect(res.statusCode).toBe(200);
+  expect(gateway.pendingWebhooks()).toBe(0);
+  expect(await registry.metrics()).toMatch(/apphost_gateway_webhook_jobs_total\{outcome="too_large"\} 1\b/);
+});
