@@ -267,7 +267,7 @@ export function checkLink(path: string, linkname: string): void {
   if (linkname === '' || linkname.startsWith('/') || linkname.includes('\0') || linkname.includes('\\'))
     throw out();
   const resolved = posix.normalize(posix.join(posix.dirname(path), linkname));
-  if (resolved === '..' || resolved.startsWith('../') || resolved === '.') throw out();
+  if (resolved === '..' || resolved.startsWith('../')) throw out();
 }
 
 /** Records `path`; refuses a duplicate, a path below a file or symlink, or a file where a folder was. */

@@ -4,27 +4,16 @@
  * check what they fetched. A KV bucket maps a dependency key (requirements.ts) to the set it built.
  */
 import { createHash } from 'node:crypto';
-import { StorageType } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { Kvm } from '@nats-io/kv';
 import { type ObjectStore, Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
+import { ARTIFACTS_BUCKET, DEPENDENCY_SETS_BUCKET } from '../shared/contracts/builds.ts';
+import { artifactsObjectStore, dependencySetsBucket, ensureBucket } from '../shared/nats/jetstream.ts';
 import { isSha256Digest, sha256Digest } from './archive.ts';
 
-/** Object Store bucket of bundles and dependency sets (stream `OBJ_apphost_artifacts`). */
-export const ARTIFACTS_BUCKET = 'apphost_artifacts';
-/** KV bucket: dependency key → digest of the dependency set built for it. */
-export const DEPENDENCY_SETS_BUCKET = 'apphost_dependency_sets';
-
-export interface ArtifactStoreSettings {
-  /** JetStream replicas of both buckets (1 on a single NATS server). */
-  replicas: number;
-  /** Upper bound of the artifacts bucket in bytes (-1: no bound but the server's). */
-  maxBytes: number;
-}
-
-export const DEFAULT_ARTIFACT_STORE_SETTINGS: ArtifactStoreSettings = { replicas: 1, maxBytes: -1 };
+export { ARTIFACTS_BUCKET, DEPENDENCY_SETS_BUCKET };
 
 export const ArtifactFailure = { Missing: 'missing', Corrupt: 'corrupt' } as const;
 
@@ -56,24 +45,11 @@ export interface ArtifactStore {
   recordDependencySet(key: string, digest: Sha256Digest): Promise<void>;
 }
 
-/** Opens (creating if needed) both buckets. Safe to call from every replica at start-up. */
-export async function openArtifactStore(
-  nc: NatsConnection,
-  settings: Partial<ArtifactStoreSettings> = {},
-): Promise<ArtifactStore> {
-  const s = { ...DEFAULT_ARTIFACT_STORE_SETTINGS, ...settings };
-  const os = await new Objm(nc).create(ARTIFACTS_BUCKET, {
-    storage: StorageType.File,
-    replicas: s.replicas,
-    max_bytes: s.maxBytes,
-    description: 'apphost bundles and dependency sets, named by sha256',
-  });
-  const kv = await new Kvm(nc).create(DEPENDENCY_SETS_BUCKET, {
-    history: 1,
-    storage: StorageType.File,
-    replicas: s.replicas,
-  });
-  return createArtifactStore(os, kv);
+/** Opens (creating if needed) both buckets, on one server (tests); processes use ensureBuildInfrastructure. */
+export async function openArtifactStore(nc: NatsConnection): Promise<ArtifactStore> {
+  const jsm = await jetstreamManager(nc);
+  const os = await new Objm(nc).create(artifactsObjectStore().name, artifactsObjectStore());
+  return createArtifactStore(os, await ensureBucket(jsm, dependencySetsBucket()));
 }
 
 /**

@@ -12,48 +12,13 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import tar from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type Raw, rawTarGz } from '../../test/harness/tarball.ts';
 import { parseAppConfig } from '../apis/v1alpha1/app-config.ts';
 import { type ArchiveLimits, extractArchive } from './archive.ts';
 import { BundleError, DEFAULT_BUNDLE_LIMITS, inspectBundle, packBundle } from './bundle.ts';
 
 const limits = DEFAULT_BUNDLE_LIMITS;
-
-type Raw = {
-  name: string;
-  type?: tar.Header['type'];
-  linkname?: string;
-  content?: string;
-  size?: number;
-  mode?: number;
-};
-
-/** A tar.gz written entry by entry, so tests can make archives our packer never would. */
-async function rawTarGz(entries: Raw[]): Promise<Buffer> {
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  const done = (async () => {
-    for await (const c of pack) chunks.push(c as Buffer);
-  })();
-  for (const e of entries) {
-    const body = e.content ?? '';
-    const header: tar.Header = {
-      name: e.name,
-      type: e.type ?? 'file',
-      mode: e.mode ?? 0o644,
-      ...(e.linkname !== undefined ? { linkname: e.linkname } : {}),
-      ...(e.size !== undefined ? { size: e.size } : {}),
-    } as tar.Header;
-    await new Promise<void>((resolve, reject) => {
-      const cb = (err?: Error | null) => (err ? reject(err) : resolve());
-      pack.entry(header, header.type === 'file' ? body : '', cb);
-    });
-  }
-  pack.finalize();
-  await done;
-  return gzipSync(Buffer.concat(chunks));
-}
 
 const TOML = '[app]\nname = "hello"\n';
 const MAIN = 'def run():\n    return 1\n';

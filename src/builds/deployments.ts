@@ -51,6 +51,8 @@ export interface DeploymentsDeps {
 }
 
 export interface Deployments {
+  /** Bounds of a bundle (the compressed one is also the upload's). */
+  readonly bundleLimits: ArchiveLimits;
   /** Checks and stores a bundle and queues its build. Throws BundleError (the caller's 400). */
   submit(projectId: string, data: Buffer): Promise<BuildRecord>;
   /** Carries one build through; `heartbeat` is called while it works (keeps the job from redelivery). */
@@ -83,6 +85,8 @@ export function createDeployments(deps: DeploymentsDeps): Deployments {
     );
 
   return {
+    bundleLimits: settings.bundleLimits,
+
     async submit(projectId, data) {
       const b = await inspectBundle(data, settings.bundleLimits);
       const problems = target.check(b.config);

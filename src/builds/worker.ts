@@ -4,15 +4,19 @@
  * unacked and JetStream hands it to the next worker after `ackWaitMs`, which resumes from the record
  * (a finished dependency set is not built again; an applied version is watched, not applied again).
  */
-import { AckPolicy, type Consumer, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { BUILDS_STREAM, type BuildJob, buildSubject } from '../shared/contracts/builds.ts';
 import type { Logger } from '../shared/log.ts';
+import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
+import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Deployments } from './deployments.ts';
 
 export interface BuildWorkerSettings {
   consumerName: string;
+  /** Which builds this worker takes: every project's (a cluster), or one project's (apphost dev). */
+  subjects: string;
   /** Builds carried at once. */
   concurrency: number;
   /** An unacked job is redelivered after this long without a heartbeat. */
@@ -23,6 +27,7 @@ export interface BuildWorkerSettings {
 
 export const DEFAULT_BUILD_WORKER_SETTINGS: BuildWorkerSettings = {
   consumerName: 'apphost-builds',
+  subjects: 'apphost.builds.>',
   concurrency: 2,
   ackWaitMs: 60_000,
   pullExpiresMs: 5_000,
@@ -35,8 +40,6 @@ export interface BuildWorker {
   stop(boundMs: number): Promise<void>;
   active(): number;
 }
-
-const nanos = (ms: number) => ms * 1_000_000;
 
 /** Publishes a build job; the build id is the message id, so a retried publish is one build. */
 export async function enqueueBuild(nc: NatsConnection, job: BuildJob): Promise<void> {
@@ -55,36 +58,8 @@ export function createBuildWorker(deps: {
   const s = { ...DEFAULT_BUILD_WORKER_SETTINGS, ...deps.settings };
   const clock = deps.clock ?? systemClock;
   const { log } = deps;
-  let consumer: Consumer | undefined;
-  let stopping = false;
-  let loopDone: Promise<void> | undefined;
+  let loop: PullLoop | undefined;
   const running = new Set<AbortController>();
-  const tasks = new Set<Promise<void>>();
-
-  async function loop(): Promise<void> {
-    while (!stopping) {
-      if (tasks.size >= s.concurrency) {
-        await Promise.race(tasks);
-        continue;
-      }
-      let msg: JsMsg | null = null;
-      try {
-        msg = (await consumer?.next({ expires: s.pullExpiresMs })) ?? null;
-      } catch (err) {
-        if (!stopping) log.warn({ err }, 'pulling a build failed; retrying');
-        if (!stopping) await clock.sleep(s.pullErrorBackoffMs).catch(() => undefined);
-        continue;
-      }
-      if (!msg) continue;
-      if (stopping) {
-        msg.nak();
-        break;
-      }
-      const m = msg;
-      const task = handle(m).finally(() => tasks.delete(task));
-      tasks.add(task);
-    }
-  }
 
   async function handle(msg: JsMsg): Promise<void> {
     let job: BuildJob;
@@ -117,38 +92,46 @@ export function createBuildWorker(deps: {
   return {
     async start() {
       const jsm = await jetstreamManager(deps.nc);
-      const config = {
+      await ensureConsumer(jsm, BUILDS_STREAM, {
         durable_name: s.consumerName,
         ack_policy: AckPolicy.Explicit,
+        filter_subject: s.subjects,
         ack_wait: nanos(s.ackWaitMs),
         max_deliver: -1,
         max_ack_pending: Math.max(s.concurrency * 4, 16),
-      };
-      try {
-        await jsm.consumers.add(BUILDS_STREAM, config);
-      } catch {
-        const { durable_name: _d, ...rest } = config;
-        await jsm.consumers.update(BUILDS_STREAM, s.consumerName, rest);
-      }
-      consumer = await jetstream(deps.nc).consumers.get(BUILDS_STREAM, s.consumerName);
-      loopDone = loop();
-      log.info({ consumer: s.consumerName, concurrency: s.concurrency }, 'build worker started');
+      });
+      loop = startPullLoop({
+        consumer: await jetstream(deps.nc).consumers.get(BUILDS_STREAM, s.consumerName),
+        concurrency: s.concurrency,
+        expiresMs: s.pullExpiresMs,
+        errorBackoffMs: s.pullErrorBackoffMs,
+        clock,
+        log,
+        handle,
+        onError: (err, msg) => {
+          log.error({ err, seq: msg.seq }, 'build handling failed; it will be redelivered');
+          msg.nak(s.pullErrorBackoffMs);
+        },
+      });
+      log.info(
+        { consumer: s.consumerName, subjects: s.subjects, concurrency: s.concurrency },
+        'build worker started',
+      );
     },
 
     async stop(boundMs) {
-      stopping = true;
-      const all = Promise.all([...tasks]);
+      loop?.stop();
+      const done = loop?.done ?? Promise.resolve();
       let timer: NodeJS.Timeout | undefined;
       const bounded = new Promise<'bound'>((r) => {
         timer = setTimeout(() => r('bound'), boundMs);
       });
-      if ((await Promise.race([all.then(() => 'done' as const), bounded])) === 'bound') {
+      if ((await Promise.race([done.then(() => 'done' as const), bounded])) === 'bound') {
         log.warn({ active: running.size }, 'stop bound passed: abandoning running builds for redelivery');
         for (const ac of running) ac.abort();
-        await Promise.race([all, new Promise((r) => setTimeout(r, 2_000))]);
+        await Promise.race([done, new Promise((r) => setTimeout(r, 2_000))]);
       }
       clearTimeout(timer);
-      await Promise.race([loopDone, new Promise((r) => setTimeout(r, s.pullExpiresMs + 1_000))]);
     },
 
     active: () => running.size,

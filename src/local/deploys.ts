@@ -9,6 +9,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { stringify as toToml } from 'smol-toml';
 import type { AppSpec } from '../apis/v1alpha1/types.ts';
 import type { AppTarget } from '../builds/app-target.ts';
+import type { ArchiveLimits } from '../builds/archive.ts';
 import { DEFAULT_BUNDLE_LIMITS, packBundle } from '../builds/bundle.ts';
 import { createDeployments, type Deployments } from '../builds/deployments.ts';
 import { ensureBuildInfrastructure } from '../builds/infrastructure.ts';
@@ -19,6 +20,7 @@ import { createBuildWorker, enqueueBuild } from '../builds/worker.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import type { BuildRecord } from '../shared/contracts/builds.ts';
 import type { Logger } from '../shared/log.ts';
+import { resolveReplicas } from '../shared/nats/replicas.ts';
 import { type AppHost, createAppHost } from './app-host.ts';
 import type { LocalApp } from './app-manifests.ts';
 import { createLocalTarget } from './deployed-apps.ts';
@@ -59,6 +61,8 @@ export interface LocalDeploysDeps {
   onAppAdded(name: string, spec: AppSpec): void;
   onAppRemoved(name: string): void;
   clock?: Clock;
+  /** Bounds of a bundle (default DEFAULT_BUNDLE_LIMITS). */
+  bundleLimits?: ArchiveLimits;
 }
 
 export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDeploys> {
@@ -71,7 +75,7 @@ export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDe
   });
   try {
     const jsm = await jetstreamManager(nc, { timeout: LOCAL_DEPLOY_NATS_TIMEOUT_MS });
-    const infra = await ensureBuildInfrastructure(nc, jsm);
+    const infra = await ensureBuildInfrastructure(nc, jsm, resolveReplicas('auto', nc), deps.log);
     const builds = createBuildStore(infra.kv);
     const natsLogs = createBuildLogs(jetstream(nc));
     // Build logs also go to the terminal, as the app's output does.
@@ -131,7 +135,7 @@ export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDe
       clock,
       log: deps.log.child({ component: 'builds' }),
       settings: {
-        bundleLimits: DEFAULT_BUNDLE_LIMITS,
+        bundleLimits: deps.bundleLimits ?? DEFAULT_BUNDLE_LIMITS,
         // The app host bounds a version's start; this only has to outlast it.
         rolloutTimeoutMs: LOCAL_ROLLOUT_TIMEOUT_MS + 10_000,
         rolloutPollMs: 100,
@@ -142,7 +146,12 @@ export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDe
       nc,
       deployments,
       log: deps.log.child({ component: 'build-worker' }),
-      settings: { concurrency: 2 },
+      // Only this project's builds: another apphost dev on the same NATS has its own apps.
+      settings: {
+        concurrency: 2,
+        consumerName: `apphost-builds-${deps.projectId}`,
+        subjects: `apphost.builds.${deps.projectId}.>`,
+      },
     });
     await worker.start();
 

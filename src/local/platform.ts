@@ -10,6 +10,7 @@ import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.
 import { createGateway } from '../gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
 import { createManagementApi } from '../management/app.ts';
+import type { DeployApi } from '../management/deploy-api.ts';
 import { createServiceAccount } from '../management/service-accounts.ts';
 import { createMemoryStore } from '../management/store/memory.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
@@ -103,6 +104,14 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     });
     const settings = dashboardSettings();
     const sessionsKv = await openSessionsBucket(jsm, settings.sessionMaxSeconds * 1000, replicas);
+    const deploy: DeployApi | undefined = deps.deploys
+      ? {
+          deployments: deps.deploys.deployments,
+          builds: deps.deploys.builds,
+          logs: deps.deploys.logs,
+          target: deps.deploys.target,
+        }
+      : undefined;
     const management = createManagementApi({
       store,
       runs: runStore,
@@ -115,6 +124,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         settings,
         apiUrl: () => `http://${urlHost(opts.host)}:${platform.apiPort}`,
       },
+      ...(deploy ? { deploy } : {}),
     });
     const apiServer = createServer(gateway.callback());
     const managementServer = createServer(management.callback());
@@ -133,6 +143,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         await worker.start();
         await dispatcher.start();
         platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
+        if (deploy) deploy.apiUrl = `http://${urlHost(opts.host)}:${platform.apiPort}`;
         platform.managementPort = await listen(
           managementServer,
           opts.managementPort,

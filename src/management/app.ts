@@ -15,9 +15,11 @@ import { errorBody } from '../shared/http/errors.ts';
 import { CALLER_REQUEST_ID, type EdgeState, requestId } from '../shared/http/request-id.ts';
 import type { Logger } from '../shared/log.ts';
 import { DEFAULT_SETTINGS, type HandlerDeps, type ManagementSettings } from './context.ts';
+import type { DeployApi } from './deploy-api.ts';
 import type { LogSource } from './logs/types.ts';
 import { openApiDocument, openApiYaml } from './openapi.ts';
 import type { DeliveryReader, RunReader } from './readers.ts';
+import { registerAppRoutes } from './routes/apps.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
 import { registerLogRoutes } from './routes/logs.ts';
 import { registerRunTokenRoutes } from './routes/run-tokens.ts';
@@ -37,6 +39,8 @@ export interface ManagementApiDeps {
   settings?: Partial<ManagementSettings>;
   /** The browser dashboard at /dashboard (and `/` redirecting there); not served when absent. */
   dashboard?: DashboardMount;
+  /** Deploys: the apps and builds routes answer 404 without it. */
+  deploy?: DeployApi;
 }
 
 /** The edge's state plus who called (set by projectScope, for the access log). */
@@ -65,6 +69,7 @@ export function createManagementApi(
     runs: deps.runs,
     deliveries: deps.deliveries,
     ...(deps.logs ? { logs: deps.logs } : {}),
+    ...(deps.deploy ? { deploy: deps.deploy } : {}),
     auth,
     clock,
     settings,
@@ -98,6 +103,7 @@ export function createManagementApi(
   registerRunTokenRoutes(router, handlerDeps);
   registerRunRoutes(router, handlerDeps);
   registerLogRoutes(router, handlerDeps);
+  registerAppRoutes(router, handlerDeps);
 
   const app = new Koa<ManagementState>() as Koa<ManagementState> & { router: Router; auth: Authenticator };
   app.router = router;
@@ -121,7 +127,9 @@ export function createManagementApi(
     }),
   );
   app.use(errorBody<ManagementState>({ notFound: () => new ApiError(ErrorCode.NotFound, NO_ROUTE) }));
-  app.use(declaredBodyLimit(settings.maxBodyBytes));
+  // A bundle upload has its own, larger bound (routes/apps.ts).
+  const bodyLimit = declaredBodyLimit(settings.maxBodyBytes);
+  app.use((ctx, next) => (isBundleUpload(ctx) ? next() : bodyLimit(ctx, next)));
   // The dashboard has its own `logs` (a stream URL); the API's log source is not it.
   const { logs: _apiLogs, ...dashboardShared } = handlerDeps;
   if (deps.dashboard)
@@ -145,3 +153,8 @@ export function createManagementApi(
 }
 
 export const NO_ROUTE_MESSAGE = NO_ROUTE;
+
+const BUNDLE_UPLOAD = /^\/v2\/projects\/[^/]+\/apps\/?$/;
+function isBundleUpload(ctx: Koa.Context): boolean {
+  return ctx.method === 'POST' && BUNDLE_UPLOAD.test(ctx.path);
+}

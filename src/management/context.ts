@@ -3,6 +3,7 @@ import type { RouterContext } from '@koa/router';
 import type { Clock } from '../shared/clock.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import type { DeployApi } from './deploy-api.ts';
 import type { LogSource } from './logs/types.ts';
 import type { DeliveryReader, RunReader } from './readers.ts';
 import type { Authenticator } from './service-accounts.ts';
@@ -30,6 +31,8 @@ export interface ManagementSettings {
   logsMaxBufferedBytes: number;
   /** Interval of keep-alive comments on a quiet follow. */
   logsHeartbeatMs: number;
+  /** Longest a build-log follow runs before the server ends it (the client may follow again). */
+  buildLogFollowMaxMs: number;
 }
 
 export const DEFAULT_SETTINGS: ManagementSettings = {
@@ -43,6 +46,7 @@ export const DEFAULT_SETTINGS: ManagementSettings = {
   logsFollowMaxMs: 3_600_000,
   logsMaxBufferedBytes: 1024 * 1024,
   logsHeartbeatMs: 15_000,
+  buildLogFollowMaxMs: 3_600_000,
 };
 
 export interface HandlerDeps {
@@ -51,6 +55,8 @@ export interface HandlerDeps {
   deliveries: DeliveryReader;
   /** An app's log lines; absent where the server has no access to them. */
   logs?: LogSource;
+  /** Deploys (apps and builds routes); absent where the server cannot deploy. */
+  deploy?: DeployApi;
   auth: Authenticator;
   clock: Clock;
   settings: ManagementSettings;

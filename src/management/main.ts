@@ -59,6 +59,7 @@ export const ManagementEnv = z.object({
   APPHOST_DASHBOARD_SESSION_SECONDS: int(DEFAULT_DASHBOARD_SETTINGS.sessionMaxSeconds, { min: 60 }),
   APPHOST_MANAGEMENT_LOGS_MAX_LINES: int(DEFAULT_SETTINGS.logsMaxLines, { min: 1 }),
   APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS: int(DEFAULT_SETTINGS.logsFollowMaxMs, { min: 1_000 }),
+  APPHOST_MANAGEMENT_BUILD_LOG_FOLLOW_MAX_MS: int(DEFAULT_SETTINGS.buildLogFollowMaxMs, { min: 1_000 }),
   APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES: int(DEFAULT_SETTINGS.logsMaxBufferedBytes, { min: 1_024 }),
   APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS: int(DEFAULT_SETTINGS.logsHeartbeatMs, { min: 100 }),
   APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD: int(DEFAULT_KUBE_LOG_SETTINGS.limitBytesPerPod, {
@@ -165,6 +166,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       runTokenKeyActivationMs: cfg.APPHOST_MANAGEMENT_RUN_TOKEN_KEY_ACTIVATION_MS,
       logsMaxLines: cfg.APPHOST_MANAGEMENT_LOGS_MAX_LINES,
       logsFollowMaxMs: cfg.APPHOST_MANAGEMENT_LOGS_FOLLOW_MAX_MS,
+      buildLogFollowMaxMs: cfg.APPHOST_MANAGEMENT_BUILD_LOG_FOLLOW_MAX_MS,
       logsMaxBufferedBytes: cfg.APPHOST_MANAGEMENT_LOGS_MAX_BUFFERED_BYTES,
       logsHeartbeatMs: cfg.APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS,
     },

@@ -6,6 +6,7 @@
 import { stringify } from 'yaml';
 import { createDocument } from 'zod-openapi';
 import { TAG } from './operation.ts';
+import { appPaths } from './routes/apps.ts';
 import { domainPaths } from './routes/domains.ts';
 import { logPaths } from './routes/logs.ts';
 import { runTokenPaths } from './routes/run-tokens.ts';
@@ -58,6 +59,11 @@ export function openApiDocument(): Record<string, unknown> {
     },
     servers: [{ url: '/' }],
     tags: [
+      {
+        name: TAG.apps,
+        description:
+          'Deploy an app (upload its bundle), list, get and delete apps, and follow each build (docs/deploy.md).',
+      },
       { name: TAG.domains, description: 'Custom domains and their assignment to apps.' },
       { name: TAG.accounts, description: 'Service accounts: the bearer tokens of this API.' },
       { name: TAG.runTokens, description: 'JWTs for the run endpoint.' },
@@ -78,6 +84,7 @@ export function openApiDocument(): Record<string, unknown> {
       ...runTokenPaths,
       ...runPaths,
       ...logPaths,
+      ...appPaths,
       ...metaPaths,
     },
     components: {

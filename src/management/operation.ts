@@ -6,11 +6,12 @@
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { ErrorBody } from '../shared/errors.ts';
-import { projectId, resourceName, runId, serviceAccountName } from './validation.ts';
+import { buildId, projectId, resourceName, runId, serviceAccountName } from './validation.ts';
 
 export type { ZodOpenApiPathsObject as Paths };
 
 export const TAG = {
+  apps: 'Apps',
   logs: 'Logs',
   domains: 'Custom Domains',
   accounts: 'Service Accounts',
@@ -35,6 +36,7 @@ export const PathParam = {
   app_name: resourceName.meta({ param: { description: 'The app.' } }),
   run_id: runId.meta({ param: { description: 'The run (request) id.' } }),
   name: serviceAccountName.meta({ param: { description: 'The service account name.' } }),
+  build_id: buildId.meta({ param: { description: 'The build id.' } }),
 };
 type ParamName = keyof typeof PathParam;
 

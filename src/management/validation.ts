@@ -29,6 +29,12 @@ export const runId = z
   .min(1)
   .max(128)
   .regex(/^[A-Za-z0-9_-]+$/, 'must be a request id');
+/** A build id (newBuildId(): time in base 36 and random hex). */
+export const buildId = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9]+$/, 'must be a build id (lowercase letters and digits)');
 const timestamp = z.iso.datetime({
   offset: true,
   message: 'must be an RFC 3339 date-time, e.g. 2027-01-01T00:00:00Z',

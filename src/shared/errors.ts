@@ -8,6 +8,8 @@ import { z } from 'zod';
 export const ErrorCode = {
   BadRequest: 'bad_request',
   InvalidBody: 'invalid_body',
+  /** An uploaded app bundle or its apphost.toml is not acceptable: `problem` (and `problems`) say why. */
+  InvalidBundle: 'invalid_bundle',
   InvalidWebhookEndpoint: 'invalid_webhook_endpoint',
   Unauthenticated: 'unauthenticated',
   Forbidden: 'forbidden',
@@ -37,6 +39,7 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 const STATUS: Record<ErrorCode, number> = {
   bad_request: 400,
   invalid_body: 400,
+  invalid_bundle: 400,
   invalid_webhook_endpoint: 400,
   unauthenticated: 401,
   forbidden: 403,

@@ -12,6 +12,10 @@ export const BUILD_LOGS_STREAM = 'BUILD_LOGS';
 /** KV bucket of build records (`buildKey()`) and each app's newest build (`latestBuildKey()`). */
 export const BUILDS_BUCKET = 'apphost_builds';
 export const BUILD_LOG_END_HEADER = 'Apphost-Build-Log-End';
+/** Object Store bucket of bundles and dependency sets, each object named `sha256:<hex>`. */
+export const ARTIFACTS_BUCKET = 'apphost_artifacts';
+/** KV bucket: dependency key → digest of the dependency set built for it. */
+export const DEPENDENCY_SETS_BUCKET = 'apphost_dependency_sets';
 
 export const buildSubject = (projectId: string, appName: string) => `apphost.builds.${projectId}.${appName}`;
 export const buildLogSubject = (projectId: string, appName: string, buildId: string) =>

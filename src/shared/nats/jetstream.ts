@@ -7,12 +7,20 @@
  */
 import {
   type ConsumerConfig,
+  DiscardPolicy,
   type JetStreamManager,
   RetentionPolicy,
   StorageType,
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { type KV, Kvm, type KvOptions } from '@nats-io/kv';
+import {
+  ARTIFACTS_BUCKET,
+  BUILD_LOGS_STREAM,
+  BUILDS_BUCKET,
+  BUILDS_STREAM,
+  DEPENDENCY_SETS_BUCKET,
+} from '../contracts/builds.ts';
 import {
   RUNS_BUCKET,
   RUNS_STREAM,
@@ -188,3 +196,54 @@ export async function openBucket(jsm: JetStreamManager, name: string): Promise<K
   }
   return new Kvm(jsm.jetstream()).open(name);
 }
+
+/** How long deploy records and build logs are kept. */
+export const BUILD_RETENTION_MS = 30 * 24 * 3_600_000;
+/** Lines kept per build log (the oldest go first). */
+export const BUILD_LOG_MAX_LINES = 20_000;
+/** A re-published build job with the same `Nats-Msg-Id` (build id) within this window is dropped. */
+export const BUILDS_DUPLICATE_WINDOW_MS = 10 * 60_000;
+
+/** Accepted deploys (written by the management API, consumed by the build worker). */
+export const buildsStream = (): StreamSpec => ({
+  name: BUILDS_STREAM,
+  subjects: ['apphost.builds.>'],
+  retention: RetentionPolicy.Workqueue,
+  storage: StorageType.File,
+  duplicate_window: nanos(BUILDS_DUPLICATE_WINDOW_MS),
+  max_msg_size: 64 * 1024,
+});
+
+/** Build logs, one subject per build (written by the build worker, read by the management API). */
+export const buildLogsStream = (): StreamSpec => ({
+  name: BUILD_LOGS_STREAM,
+  subjects: ['apphost.buildlogs.>'],
+  retention: RetentionPolicy.Limits,
+  storage: StorageType.File,
+  max_age: nanos(BUILD_RETENTION_MS),
+  max_msgs_per_subject: BUILD_LOG_MAX_LINES,
+  discard: DiscardPolicy.Old,
+  max_msg_size: 16 * 1024,
+});
+
+/** Build records and each app's newest build (written by the management API and the build worker). */
+export const buildsBucket = (): BucketSpec => ({
+  name: BUILDS_BUCKET,
+  history: 1,
+  ttl: BUILD_RETENTION_MS,
+  storage: StorageType.File,
+});
+
+/** Dependency key → the dependency set built for it (written by the builders). */
+export const dependencySetsBucket = (): BucketSpec => ({
+  name: DEPENDENCY_SETS_BUCKET,
+  history: 1,
+  storage: StorageType.File,
+});
+
+/** Object Store of bundles and dependency sets (stream `OBJ_apphost_artifacts`), one object per sha256. */
+export const artifactsObjectStore = () => ({
+  name: ARTIFACTS_BUCKET,
+  storage: StorageType.File,
+  description: 'apphost bundles and dependency sets, named by sha256',
+});

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { createManagementApi } from '../../../src/management/app.ts';
 import type { ManagementSettings } from '../../../src/management/context.ts';
+import type { DeployApi } from '../../../src/management/deploy-api.ts';
 import type { LogSource } from '../../../src/management/logs/types.ts';
 import type { DeliveryReader, RunReader } from '../../../src/management/readers.ts';
 import type { ManagementStore } from '../../../src/management/store/types.ts';
@@ -22,6 +23,7 @@ export async function startApi(deps: {
   runs: RunReader;
   deliveries: DeliveryReader;
   logs?: LogSource;
+  deploy?: DeployApi;
   settings?: Partial<ManagementSettings>;
 }): Promise<RunningApi> {
   let offset = 0;
