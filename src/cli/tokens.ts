@@ -1,4 +1,4 @@
-/** `apphost tokens create|list|revoke`: the project's service accounts (their tokens) through the API. */
+/** `apphost tokens create|list|rotate|revoke`: the project's service accounts (their tokens) through the API. */
 import { clientCommand } from './client-command.ts';
 import { UsageError } from './command.ts';
 import { group } from './group.ts';
@@ -114,7 +114,44 @@ const revoke = clientCommand(
   },
 );
 
-export const TOKENS_SUBCOMMANDS = { create, list, revoke };
+const rotate = clientCommand(
+  {
+    name: 'tokens rotate',
+    summary:
+      'Give a service account a new token and expiry (the new token is shown once); the old token stops working at once.',
+    args: [{ name: 'NAME', description: 'the service account' }],
+    flags: {
+      expires: {
+        type: 'string',
+        value: 'WHEN',
+        description: 'new expiry: a date, an RFC 3339 time, or a lifetime such as 90d or 12h',
+        default: '90d',
+      },
+    },
+    examples: [
+      'apphost tokens rotate ci --expires 90d',
+      'TOKEN=$(apphost tokens rotate ci --json | jq -r .token)',
+    ],
+  },
+  async (ctx) => {
+    const client = ctx.client();
+    const expires = expiresAt(typeof ctx.values.expires === 'string' ? ctx.values.expires : '90d', ctx.now());
+    const sa = await client.json<ServiceAccountView>(
+      `${client.projectPath('service-accounts', ctx.args.NAME as string)}/rotate`,
+      { method: 'POST', body: { expires_at: expires } },
+    );
+    if (ctx.json) ctx.io.out(json(sa));
+    else {
+      ctx.io.out(sa.token ?? '');
+      ctx.io.err(
+        `service account ${sa.name} rotated, expires ${sa.expires_at}; the token above is shown only once, the old one is refused`,
+      );
+    }
+    return 0;
+  },
+);
+
+export const TOKENS_SUBCOMMANDS = { create, list, rotate, revoke };
 export const runTokensCommand = group(
   'tokens',
   "The project's service-account tokens (for the management API and for issuing run tokens).",

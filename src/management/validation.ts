@@ -73,6 +73,14 @@ export const createServiceAccountBody = z
     }),
   })
   .meta({ id: 'CreateServiceAccountRequest' });
+export const rotateServiceAccountBody = z
+  .strictObject({
+    expires_at: expiry.meta({
+      description:
+        "The new token's expiry: an RFC 3339 date-time or a date (midnight UTC); in the future, within the maximum lifetime.",
+    }),
+  })
+  .meta({ id: 'RotateServiceAccountRequest' });
 export const createRunTokenBody = z
   .strictObject({
     expires_at: expiry.meta({

@@ -412,7 +412,7 @@ describe('apphost logs', () => {
 });
 
 describe('apphost tokens', () => {
-  it('create prints a token that works, list shows it, revoke stops it', async () => {
+  it('create prints a token that works, list shows it, rotate replaces it, revoke stops it', async () => {
     const created = JSON.parse(await ok(['tokens', 'create', 'cli-e2e', '--expires', '2d', '--json']));
     expect(created).toMatchObject({ name: 'cli-e2e' });
     expect(created.token).toMatch(/\S{20,}/);
@@ -420,8 +420,13 @@ describe('apphost tokens', () => {
     expect(listed.service_accounts.map((a: { name: string }) => a.name)).toContain('cli-e2e');
     expect(JSON.stringify(listed)).not.toContain(created.token);
     expect(await ok(['tokens', 'list'])).toMatch(/^NAME +EXPIRES/);
+    const rotated = JSON.parse(await ok(['tokens', 'rotate', 'cli-e2e', '--expires', '3d', '--json']));
+    expect(rotated.token).toMatch(/\S{20,}/);
+    expect(rotated.token).not.toBe(created.token);
+    expect((await cli(['tokens', 'list', '--token', created.token])).code).toBe(1);
+    expect((await cli(['tokens', 'list', '--token', rotated.token])).code).toBe(0);
     await ok(['tokens', 'revoke', 'cli-e2e']);
-    const r = await cli(['tokens', 'list', '--token', created.token]);
+    const r = await cli(['tokens', 'list', '--token', rotated.token]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/401 unauthenticated/);
     expect(r.stderr).toMatch(/next: check the token/);

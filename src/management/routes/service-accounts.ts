@@ -1,4 +1,4 @@
-/** Service accounts: create (token shown once), list, revoke. */
+/** Service accounts: create (token shown once), list, rotate (new token shown once), revoke. */
 import type { Router } from '@koa/router';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { readJsonBody } from '../../shared/http/body.ts';
@@ -10,8 +10,14 @@ import {
   ServiceAccountListResponse,
   ServiceAccountResponse,
 } from '../present.ts';
-import { createServiceAccount } from '../service-accounts.ts';
-import { createServiceAccountBody, parseOrThrow, serviceAccountName, toDate } from '../validation.ts';
+import { createServiceAccount, rotateServiceAccount } from '../service-accounts.ts';
+import {
+  createServiceAccountBody,
+  parseOrThrow,
+  rotateServiceAccountBody,
+  serviceAccountName,
+  toDate,
+} from '../validation.ts';
 
 export function registerServiceAccountRoutes(router: Router, deps: HandlerDeps): void {
   const { store } = deps;
@@ -40,6 +46,32 @@ export function registerServiceAccountRoutes(router: Router, deps: HandlerDeps):
     const projectId = await projectScope(ctx, deps);
     ctx.body = { service_accounts: (await store.listServiceAccounts(projectId)).map(presentServiceAccount) };
   });
+
+  // The same rule as the dashboard's rotate (service-accounts.ts): new secret, new expiry, old token refused.
+  router.post(
+    'rotateServiceAccount',
+    '/v2/projects/:project_id/service-accounts/:name/rotate',
+    async (ctx) => {
+      const projectId = await projectScope(ctx, deps);
+      const name = parseOrThrow(serviceAccountName, param(ctx, 'name'), 'name');
+      const body = parseOrThrow(
+        rotateServiceAccountBody,
+        (await readJsonBody(ctx, deps.settings.maxBodyBytes)) ?? {},
+        'body',
+      );
+      const { account, token } = await rotateServiceAccount(
+        store,
+        deps.auth,
+        projectId,
+        name,
+        toDate(body.expires_at),
+        new Date(deps.clock.now()),
+        { maxDays: deps.settings.maxServiceAccountDays },
+      );
+      ctx.set('cache-control', 'no-store');
+      ctx.body = { ...presentServiceAccount(account), token };
+    },
+  );
 
   router.delete('revokeServiceAccount', '/v2/projects/:project_id/service-accounts/:name', async (ctx) => {
     const projectId = await projectScope(ctx, deps);
@@ -82,6 +114,20 @@ export const serviceAccountPaths: Paths = {
       summary: 'Revoke a service account: its token is refused from now on',
       params: ['project_id', 'name'],
       responses: { '200': ok('The revoked account.', ServiceAccountResponse) },
+    }),
+  },
+  '/v2/projects/{project_id}/service-accounts/{name}/rotate': {
+    post: operation({
+      operationId: 'rotateServiceAccount',
+      tag: TAG.accounts,
+      summary:
+        'Rotate a service account: a new token (in this response only) and expiry; the old token is refused from now on',
+      params: ['project_id', 'name'],
+      body: rotateServiceAccountBody,
+      responses: {
+        '200': ok('The account with its new token.', CreatedServiceAccountResponse),
+        '422': errorResponse('expires_at is in the past or beyond the maximum lifetime.'),
+      },
     }),
   },
 };

@@ -154,6 +154,7 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
           ['GET', '/service-accounts'],
           ['POST', '/service-accounts', { name: 'intruder', expires_at: inAYear() }],
           ['DELETE', '/service-accounts/x'],
+          ['POST', '/service-accounts/x/rotate', { expires_at: inAYear() }],
           ['POST', '/run-tokens', { expires_at: inAYear() }],
           ['GET', `/apps/${env.appName}/runs`],
           ['GET', `/apps/${env.appName}/runs/r1`],
@@ -272,6 +273,39 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
           'conflict',
         );
         await env.store.revokeServiceAccount(env.projectId, 'deploy-bot');
+      });
+
+      it('rotates a service account: the new token is shown once and works, the old one is refused at once', async () => {
+        const env = getEnv();
+        const created = await call(env.api.url, 'POST', `${p()}/service-accounts`, {
+          token: env.token,
+          body: { name: 'rotate-me', expires_at: inAYear() },
+        });
+        const old = (created.body as { token: string }).token;
+        expect((await call(env.api.url, 'GET', `${p()}/domains`, { token: old })).status).toBe(200);
+        const expires = new Date(Date.now() + 30 * 24 * HOUR).toISOString().slice(0, 10);
+        const rotated = await call(env.api.url, 'POST', `${p()}/service-accounts/rotate-me/rotate`, {
+          token: env.token,
+          body: { expires_at: expires },
+        });
+        expect(rotated.status, rotated.text).toBe(200);
+        expect(rotated.headers.get('cache-control')).toBe('no-store');
+        const body = rotated.body as { name: string; token: string; expires_at: string; created_at: string };
+        expect(body.name).toBe('rotate-me');
+        expect(body.expires_at).toBe(`${expires}T00:00:00.000Z`);
+        expect(body.created_at).toBe((created.body as { created_at: string }).created_at);
+        expect(body.token).toMatch(new RegExp(`^ahsa_${env.projectId}_rotate-me_[0-9a-f]{64}$`));
+        expect(body.token).not.toBe(old);
+        expectError(await call(env.api.url, 'GET', `${p()}/domains`, { token: old }), 401);
+        expect((await call(env.api.url, 'GET', `${p()}/domains`, { token: body.token })).status).toBe(200);
+        // A rotation the rules refuse changes nothing: the current token keeps working.
+        const refused = await call(env.api.url, 'POST', `${p()}/service-accounts/rotate-me/rotate`, {
+          token: env.token,
+          body: { expires_at: '2001-01-01' },
+        });
+        expectError(refused, 422);
+        expect((await call(env.api.url, 'GET', `${p()}/domains`, { token: body.token })).status).toBe(200);
+        await env.store.revokeServiceAccount(env.projectId, 'rotate-me');
       });
 
       it('caps the lifetime of a service account (APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS, 366 by default)', async () => {
@@ -558,6 +592,34 @@ export function apiSuite(name: string, getEnv: () => ApiEnv): void {
             status: 404,
           },
           { what: 'revoke: invalid name', method: 'DELETE', path: '/service-accounts/No_Body', status: 400 },
+          {
+            what: 'rotate: unknown account',
+            method: 'POST',
+            path: '/service-accounts/nobody/rotate',
+            body: { expires_at: inAYear() },
+            status: 404,
+          },
+          {
+            what: 'rotate: missing expiry',
+            method: 'POST',
+            path: '/service-accounts/nobody/rotate',
+            body: {},
+            status: 400,
+          },
+          {
+            what: 'rotate: unknown field',
+            method: 'POST',
+            path: '/service-accounts/nobody/rotate',
+            body: { expires_at: inAYear(), name: 'x' },
+            status: 400,
+          },
+          {
+            what: 'rotate: past expiry',
+            method: 'POST',
+            path: '/service-accounts/admin/rotate',
+            body: { expires_at: '2001-01-01' },
+            status: 422,
+          },
           { what: 'run token: missing expiry', method: 'POST', path: '/run-tokens', body: {}, status: 400 },
           {
             what: 'run token: wrong type',

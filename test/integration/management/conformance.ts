@@ -137,6 +137,7 @@ export function conformanceSuite(name: string, getEnv: () => ApiEnv): void {
           name: 'conf-new',
           expires_at: new Date(Date.now() + 86_400_000).toISOString(),
         },
+        rotateServiceAccount: { expires_at: new Date(Date.now() + 86_400_000).toISOString() },
         createRunToken: { expires_at: new Date(Date.now() + 3_600_000).toISOString() },
       };
       // Reads first, then writes, then deletes, so the fixtures live long enough.
