@@ -4,8 +4,9 @@
  * cannot hold a generated secret; the Helm chart generates the key itself (lookup + keep).
  */
 import { randomBytes } from 'node:crypto';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { type CommandSpec, helpText, parseCommand, UsageError } from './command.ts';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { loadKubeConfig } from '../shared/kube/config.ts';
 
 export const PLATFORM_KEY_SECRET_KEY = 'platform-key';
 export const DEFAULT_PLATFORM_KEY_SECRET = 'apphost-platform-key';
@@ -62,10 +63,7 @@ export async function runEnsurePlatformKeyCommand(
   if (!DNS_SUBDOMAIN.test(name) || !DNS_SUBDOMAIN.test(namespace))
     throw new UsageError('--secret and --namespace must be DNS names');
 
-  const kc = new KubeConfig();
-  const file = values.kubeconfig ?? env.KUBECONFIG;
-  if (file) kc.loadFromFile(file);
-  else kc.loadFromCluster();
+  const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);
   const core = kc.makeApiClient(CoreV1Api);
   try {
     await core.createNamespacedSecret({

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
 import { natsReplicas } from '../shared/nats/replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
-import { bool, commonEnv, int, port, readEnv, text } from '../shared/settings.ts';
+import { bool, commonEnv, int, optionalText, port, readEnv, text } from '../shared/settings.ts';
 import { type BalancerSettings, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
 
@@ -14,6 +14,7 @@ const W = DEFAULT_RUN_WORKER_SETTINGS;
 export const GatewayEnv = z.object({
   ...commonEnv,
   NATS_URL: text('nats://127.0.0.1:4222'),
+  KUBECONFIG: optionalText(),
   APPHOST_NATS_REPLICAS: natsReplicas(),
   APPHOST_GATEWAY_PORT: port(8080),
   APPHOST_GATEWAY_HOST: text('0.0.0.0'),

@@ -1,5 +1,5 @@
 /** `apphost gateway`: the run endpoint and (unless APPHOST_RUN_WORKER=false) the async run worker. */
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../shared/kube/config.ts';
 import { createLogger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { parseGatewayEnv } from './config.ts';
@@ -10,9 +10,7 @@ import { serveGateway } from './serve.ts';
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const cfg = parseGatewayEnv(env);
   const log = createLogger({ name: 'apphost-gateway', level: cfg.APPHOST_LOG_LEVEL });
-  const kc = new KubeConfig();
-  if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG);
-  else kc.loadFromCluster();
+  const kc = loadKubeConfig(cfg.KUBECONFIG);
   const resolverLog = log.child({ component: 'resolver' });
   const functions =
     cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS > 0

@@ -3,10 +3,10 @@
  *   apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]
  *   apphost rotate-run-token-keys [--namespace apphost-system] [--kubeconfig FILE]
  */
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../cli/command.ts';
+import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
 import { ApiError } from '../shared/errors.ts';
+import { loadKubeConfig } from '../shared/kube/config.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
-import { loadKubeConfig } from './main.ts';
 import { createServiceAccount } from './service-accounts.ts';
 import { createKubeStore } from './store/kube.ts';
 import { expiry, projectId as projectIdSchema, serviceAccountName, toDate } from './validation.ts';

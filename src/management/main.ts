@@ -3,7 +3,6 @@
  * or in-cluster), run records and webhook deliveries from NATS KV, ops endpoints on their own port.
  */
 import { createServer } from 'node:http';
-import { KubeConfig } from '@kubernetes/client-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Registry } from 'prom-client';
 import { z } from 'zod';
@@ -11,6 +10,7 @@ import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.
 import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
 import { ensureRunsBucket } from '../runs/infrastructure.ts';
 import { createRunStore } from '../runs/store.ts';
+import { loadKubeConfig } from '../shared/kube/config.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
 import { connectNats } from '../shared/nats/connect.ts';
@@ -83,13 +83,6 @@ export const RENAMED_MANAGEMENT_SETTINGS: Record<string, Renamed> = Object.fromE
 
 export function readManagementEnv(env: NodeJS.ProcessEnv): ManagementEnv {
   return readEnv('management', ManagementEnv, env, RENAMED_MANAGEMENT_SETTINGS);
-}
-
-export function loadKubeConfig(kubeconfig: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (kubeconfig) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
-  return kc;
 }
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {

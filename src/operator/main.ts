@@ -2,9 +2,9 @@
  * `apphost operator`: reads the environment, builds the real dependencies, starts the operator and
  * its ops server (/healthz, /readyz, /metrics), and stops gracefully on SIGTERM.
  */
-import { KubeConfig } from '@kubernetes/client-node';
 import { connect } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { loadKubeConfig } from '../shared/kube/config.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsClientOptions } from '../shared/nats/url.ts';
 import { startOpsServer } from '../shared/ops.ts';
@@ -19,9 +19,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const e = readOperatorEnv(env);
   const settings = operatorSettings(e);
   const log = createLogger({ name: 'apphost-operator', level: e.APPHOST_LOG_LEVEL });
-  const kc = new KubeConfig();
-  if (e.KUBECONFIG) kc.loadFromFile(e.KUBECONFIG.split(':')[0] ?? e.KUBECONFIG);
-  else kc.loadFromCluster();
+  const kc = loadKubeConfig(e.KUBECONFIG);
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });

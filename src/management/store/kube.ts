@@ -16,9 +16,13 @@ import {
   VERSION,
 } from '../../apis/v1alpha1/types.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { reuseKubeConnections } from '../../shared/kube/connection.ts';
+import {
+  isConflict as isKubeConflict,
+  isNotFound as isKubeNotFound,
+  kubeErrorToApiError as mapKubeError,
+} from '../../shared/kube/errors.ts';
 import { generateSigningKey, type KeySet, rotate } from '../../shared/run-tokens.ts';
-import { reuseKubeConnections } from './kube-connection.ts';
-import { isKubeConflict, isKubeNotFound, mapKubeError } from './kube-errors.ts';
 import type { AppRecord, Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
 
 export const SERVICE_ACCOUNT_LABEL = 'apphost.dev/service-account';

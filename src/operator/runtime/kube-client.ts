@@ -23,6 +23,7 @@ import {
   DOMAIN_ASSIGNMENT_PLURAL,
   type ObjectMeta,
 } from '../../apis/v1alpha1/types.ts';
+import { isConflict, isGone, isNotFound, KubeApiError } from '../../shared/kube/errors.ts';
 
 /** The field manager every server-side apply of ours uses. */
 export const FIELD_MANAGER = 'apphost-operator';
@@ -119,21 +120,8 @@ export interface ObjectRef {
   name: string;
 }
 
-/** An error answer of the API server, with its HTTP status and Status reason. */
-export class KubeApiError extends Error {
-  readonly statusCode: number;
-  readonly reason: string | undefined;
-  constructor(statusCode: number, reason: string | undefined, message: string) {
-    super(message);
-    this.name = 'KubeApiError';
-    this.statusCode = statusCode;
-    this.reason = reason;
-  }
-}
-
-export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.statusCode === 404;
-export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.statusCode === 409;
-export const isGone = (err: unknown): boolean => err instanceof KubeApiError && err.statusCode === 410;
+// The one Kubernetes error taxonomy (src/shared/kube/errors.ts), re-exported for the operator's modules.
+export { isConflict, isGone, isNotFound, KubeApiError };
 
 export interface ListResult<T extends ObjectWithMeta = KubeObject> {
   items: T[];

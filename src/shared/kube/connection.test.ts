@@ -1,6 +1,6 @@
 import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { reuseKubeConnections } from './kube-connection.ts';
+import { reuseKubeConnections } from './connection.ts';
 
 function config(): KubeConfig {
   const kc = new KubeConfig();
