@@ -8,7 +8,7 @@ import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../cli/command.ts';
+import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
 import { extractArchive, isSha256Digest } from './archive.ts';
 import { openArtifactStoreForReading } from './artifact-store.ts';
 import { DEFAULT_DEPENDENCY_LIMITS } from './builder.ts';

@@ -3,7 +3,7 @@
  * response headers arrive (APPHOST_TIMEOUT_SECONDS); a streamed body then runs until it ends or the
  * caller's signal fires. Failures become CliErrors that say what to do next.
  */
-import { CliError } from './command.ts';
+import { CliError } from '../shared/cli/command.ts';
 import type { Connection } from './connection.ts';
 
 export interface ApiClientDeps {

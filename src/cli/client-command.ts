@@ -2,8 +2,9 @@
  * A command that talks to a running apphost: parses its spec (plus the connection flags and --json),
  * answers --help, resolves the connection lazily and hands the command a ready API client.
  */
+
+import { type CommandSpec, type FlagSpec, helpText, parseCommand } from '../shared/cli/command.ts';
 import { type ApiClient, createApiClient } from './api-client.ts';
-import { type CommandSpec, type FlagSpec, helpText, parseCommand } from './command.ts';
 import type { CommandIo, Runner } from './commands.ts';
 import {
   API_URL_FLAGS,

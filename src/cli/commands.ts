@@ -3,8 +3,8 @@
  * so a piece whose dependencies are missing (or not written yet) never breaks another command.
  */
 import { readFileSync } from 'node:fs';
-import { CliError, EXIT_USAGE, UsageError } from './command.ts';
-import { ConfigFileError } from './config-file.ts';
+import { CliError, EXIT_USAGE, UsageError } from '../shared/cli/command.ts';
+import { ConfigFileError } from '../shared/cli/config-file.ts';
 
 export interface CommandIo {
   out: (line: string) => void;
@@ -24,25 +24,27 @@ export interface Command {
   load: () => Promise<Runner>;
 }
 
-export { CliError, EXIT_USAGE, UsageError } from './command.ts';
+export { CliError, EXIT_USAGE, UsageError } from '../shared/cli/command.ts';
 
 /**
- * Imports `specifier` and returns its export `name`. The specifier is a variable on purpose: each
- * piece is typechecked on its own, and a piece that is absent or broken fails only its own command
- * (tsc still rewrites `.ts` to `.js` in the build).
+ * A command's module, imported with a literal specifier (`() => import('../gateway/main.ts')`) so tsc
+ * checks it and rewrites it for the build; the import stays lazy, so a command loads only its piece.
  */
-async function loadExport(specifier: string, name: string): Promise<unknown> {
-  const mod = (await import(specifier)) as Record<string, unknown>;
-  if (!(name in mod)) throw new Error(`${specifier} does not export '${name}'`);
+type Loader = () => Promise<object>;
+
+async function loadExport(load: Loader, name: string): Promise<unknown> {
+  const mod = (await load()) as Record<string, unknown>;
+  if (!(name in mod)) throw new Error(`the command's module does not export '${name}'`);
   return mod[name];
 }
 
 /** A long-running piece: `main(env)`, configured by env only; --help describes it. */
 const service =
-  (specifier: string, help: ServiceHelp): (() => Promise<Runner>) =>
+  (load: Loader, help: ServiceHelp): (() => Promise<Runner>) =>
   async () => {
-    const main = (await loadExport(specifier, 'main')) as (env: NodeJS.ProcessEnv) => Promise<void>;
-    if (typeof main !== 'function') throw new Error(`${specifier} does not export a function 'main'`);
+    const main = (await loadExport(load, 'main')) as (env: NodeJS.ProcessEnv) => Promise<void>;
+    if (typeof main !== 'function')
+      throw new Error(`${help.name}: the module does not export a function 'main'`);
     return async (argv, env, io) => {
       if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
         io.out(serviceHelp(help));
@@ -56,18 +58,19 @@ const service =
 
 /** A command taking flags: `fn(argv, env, io)`. */
 const command =
-  (specifier: string, name: string): (() => Promise<Runner>) =>
+  (load: Loader, name: string): (() => Promise<Runner>) =>
   async () => {
-    const fn = await loadExport(specifier, name);
-    if (typeof fn !== 'function') throw new Error(`${specifier} does not export a function '${name}'`);
+    const fn = await loadExport(load, name);
+    if (typeof fn !== 'function')
+      throw new Error(`the command's module does not export a function '${name}'`);
     return fn as Runner;
   };
 
 /** A command defined with clientCommand(): the export `name` is `{spec, run}`. */
 const client =
-  (specifier: string, name: string): (() => Promise<Runner>) =>
+  (load: Loader, name: string): (() => Promise<Runner>) =>
   async () =>
-    ((await loadExport(specifier, name)) as { run: Runner }).run;
+    ((await loadExport(load, name)) as { run: Runner }).run;
 
 export interface ServiceHelp {
   name: string;
@@ -106,43 +109,43 @@ export const COMMANDS: readonly Command[] = [
     name: 'dev',
     kind: 'tool',
     summary: 'run the platform locally: apps as local processes, NATS, gateway and management API',
-    load: command('../local/main.ts', 'runDev'),
+    load: command(() => import('../local/main.ts'), 'runDev'),
   },
   {
     name: 'login',
     kind: 'client',
     summary: 'check a base URL, project and token and save them as a profile of the config file',
-    load: client('./login.ts', 'loginCommand'),
+    load: client(() => import('./login.ts'), 'loginCommand'),
   },
   {
     name: 'run',
     kind: 'client',
     summary: 'call a function: sync, --async, --webhook URL or --stream (prints events as they arrive)',
-    load: client('./run.ts', 'runCommand'),
+    load: client(() => import('./run.ts'), 'runCommand'),
   },
   {
     name: 'runs',
     kind: 'client',
     summary: 'async runs: list, get (with the result), cancel',
-    load: command('./runs.ts', 'runRunsCommand'),
+    load: command(() => import('./runs.ts'), 'runRunsCommand'),
   },
   {
     name: 'logs',
     kind: 'client',
     summary: "an app's logs (every replica), --follow to stream them",
-    load: client('./logs.ts', 'logsCommand'),
+    load: client(() => import('./logs.ts'), 'logsCommand'),
   },
   {
     name: 'tokens',
     kind: 'client',
     summary: 'service-account tokens of the project: create, list, revoke',
-    load: command('./tokens.ts', 'runTokensCommand'),
+    load: command(() => import('./tokens.ts'), 'runTokensCommand'),
   },
   {
     name: 'gateway',
     kind: 'service',
     summary: 'the run API ({api_url}) and the async run worker',
-    load: service('../gateway/main.ts', {
+    load: service(() => import('../gateway/main.ts'), {
       name: 'gateway',
       summary: 'The run API ({api_url}: sync, async, streams, custom domains) and the async run worker.',
       settings: [
@@ -164,7 +167,7 @@ export const COMMANDS: readonly Command[] = [
     name: 'webhooks',
     kind: 'service',
     summary: 'the webhook dispatcher',
-    load: service('../webhooks/main.ts', {
+    load: service(() => import('../webhooks/main.ts'), {
       name: 'webhooks',
       summary: 'The webhook dispatcher: delivers finished runs to webhooks with retries and signatures.',
       settings: [
@@ -182,7 +185,7 @@ export const COMMANDS: readonly Command[] = [
     name: 'management',
     kind: 'service',
     summary: 'the management API ({base_url})',
-    load: service('../management/main.ts', {
+    load: service(() => import('../management/main.ts'), {
       name: 'management',
       summary: 'The management API ({base_url}): domains, service accounts, run tokens, runs, logs.',
       settings: [
@@ -201,7 +204,7 @@ export const COMMANDS: readonly Command[] = [
     name: 'operator',
     kind: 'service',
     summary: 'the Kubernetes operator (App, DomainAssignment)',
-    load: service('../operator/main.ts', {
+    load: service(() => import('../operator/main.ts'), {
       name: 'operator',
       summary: 'The Kubernetes operator: App -> Deployment + Service, DomainAssignment -> Ingress.',
       settings: [KUBE, ['POD_NAMESPACE', 'namespace of its Lease and the gateway'], OPS, LOG],
@@ -213,26 +216,26 @@ export const COMMANDS: readonly Command[] = [
     name: 'create-service-account',
     kind: 'tool',
     summary: 'create a service account with a kubeconfig (bootstrap) and print its token',
-    load: command('../management/cli.ts', 'runCreateServiceAccountCommand'),
+    load: command(() => import('../management/cli.ts'), 'runCreateServiceAccountCommand'),
   },
   {
     name: 'ensure-platform-key',
     kind: 'tool',
     summary: 'create the platform key Secret if it is missing (the plain-YAML install runs this as a Job)',
-    load: command('./ensure-platform-key.ts', 'runEnsurePlatformKeyCommand'),
+    load: command(() => import('./ensure-platform-key.ts'), 'runEnsurePlatformKeyCommand'),
   },
   {
     name: 'fetch-artifacts',
     kind: 'tool',
     summary:
       "fetch and check an app version's bundle and dependencies (a deployed App's init container runs this)",
-    load: command('../builds/fetch-command.ts', 'runFetchArtifactsCommand'),
+    load: command(() => import('../builds/fetch-command.ts'), 'runFetchArtifactsCommand'),
   },
   {
     name: 'rotate-run-token-keys',
     kind: 'tool',
     summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',
-    load: command('../management/cli.ts', 'runRotateRunTokenKeysCommand'),
+    load: command(() => import('../management/cli.ts'), 'runRotateRunTokenKeysCommand'),
   },
 ];
 

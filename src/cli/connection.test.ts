@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CliError } from './command.ts';
-import { ConfigFileError, configPath, readConfig, saveProfile } from './config-file.ts';
+import { CliError } from '../shared/cli/command.ts';
+import { ConfigFileError, configPath, readConfig, saveProfile } from '../shared/cli/config-file.ts';
 import { resolveConnection } from './connection.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'apphost-cli-config-'));

@@ -3,9 +3,9 @@
  * is looked up on its own: flag, then APPHOST_* env, then the selected profile of the config file.
  * This is the one place that rule lives (docs/cli.md).
  */
-import type { FlagSpec, SettingSpec } from './command.ts';
-import { CliError } from './command.ts';
-import { configPath, type Profile, readConfig } from './config-file.ts';
+import type { FlagSpec, SettingSpec } from '../shared/cli/command.ts';
+import { CliError } from '../shared/cli/command.ts';
+import { configPath, type Profile, readConfig } from '../shared/cli/config-file.ts';
 
 export interface Connection {
   /** Management API, `{base_url}`. */

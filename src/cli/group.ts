@@ -1,6 +1,6 @@
 /** A command with subcommands (`apphost runs list`): dispatches, and lists them on --help. */
 
-import { type CommandSpec, UsageError } from './command.ts';
+import { type CommandSpec, UsageError } from '../shared/cli/command.ts';
 import type { CommandIo, Runner } from './commands.ts';
 
 export interface Subcommand {

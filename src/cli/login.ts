@@ -1,8 +1,9 @@
 /** `apphost login`: checks a base URL, project and token against the API, then saves them as a profile. */
+
+import { CliError } from '../shared/cli/command.ts';
+import { configPath, readConfig, saveProfile } from '../shared/cli/config-file.ts';
 import { createApiClient } from './api-client.ts';
 import { clientCommand } from './client-command.ts';
-import { CliError } from './command.ts';
-import { configPath, readConfig, saveProfile } from './config-file.ts';
 import { cliTimeoutMs, resolveConnection } from './connection.ts';
 import { fields, json } from './output.ts';
 

@@ -1,6 +1,7 @@
 /** `apphost logs APP`: an app's log lines (every replica), --follow streams them until Ctrl-C. */
+
+import { CliError, UsageError } from '../shared/cli/command.ts';
 import { clientCommand } from './client-command.ts';
-import { CliError, UsageError } from './command.ts';
 import { sseEvents } from './sse.ts';
 
 /** One line as the management API returns it (schema LogLine). */

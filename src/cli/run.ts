@@ -3,9 +3,9 @@
  * run id), --webhook forwards the result, --stream prints each server-sent event as it arrives.
  */
 import { readFileSync } from 'node:fs';
+import { CliError, UsageError } from '../shared/cli/command.ts';
 import type { ApiClient } from './api-client.ts';
 import { type ClientContext, clientCommand } from './client-command.ts';
-import { CliError, UsageError } from './command.ts';
 import { json } from './output.ts';
 import { sseEvents } from './sse.ts';
 

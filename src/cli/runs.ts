@@ -1,7 +1,8 @@
 /** `apphost runs list|get|cancel`: async run records through the management API. */
+
+import { UsageError } from '../shared/cli/command.ts';
 import type { ApiClient } from './api-client.ts';
 import { type ClientContext, clientCommand } from './client-command.ts';
-import { UsageError } from './command.ts';
 import { group } from './group.ts';
 import { age, fields, json, table } from './output.ts';
 

@@ -1,6 +1,7 @@
 /** `apphost tokens create|list|rotate|revoke`: the project's service accounts (their tokens) through the API. */
+
+import { UsageError } from '../shared/cli/command.ts';
 import { clientCommand } from './client-command.ts';
-import { UsageError } from './command.ts';
 import { group } from './group.ts';
 import { age, fields, json, table } from './output.ts';
 

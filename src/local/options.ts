@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { configPath } from '../cli/config-file.ts';
+import { configPath } from '../shared/cli/config-file.ts';
 
 export interface DevOptions {
   appsDir: string;
