@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 const SRC = join(import.meta.dirname, '..', '..', 'src');
 
 /** What each top-level folder of src/ may import (besides itself). */
-export const ALLOWED: Record<string, readonly string[]> = {
+const ALLOWED: Record<string, readonly string[]> = {
   apis: [],
   shared: ['apis'],
   webhooks: ['apis', 'shared'],
