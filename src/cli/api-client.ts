@@ -21,12 +21,15 @@ export interface ApiErrorBody {
 export interface RequestOptions {
   method?: string;
   query?: Record<string, string | number | boolean | undefined>;
+  /** JSON (an object or a string), or raw bytes (Uint8Array, or a stream of them) with their Content-Type in `headers`. */
   body?: unknown;
   headers?: Record<string, string>;
   /** Service-account token by default; `run` uses the run token. */
   token?: string;
   /** The management API by default. */
   base?: string;
+  /** Bound until the response headers arrive, instead of the default (a long upload). */
+  timeoutMs?: number;
 }
 
 export interface ApiClient {
@@ -78,25 +81,36 @@ export function createApiClient(deps: ApiClientDeps): ApiClient {
       authorization: `Bearer ${opts.token ?? conn.token}`,
       ...opts.headers,
     };
-    let body: string | undefined;
-    if (opts.body !== undefined) {
+    let body: string | Uint8Array | ReadableStream<Uint8Array> | undefined;
+    if (opts.body instanceof Uint8Array || opts.body instanceof ReadableStream) {
+      // Raw bytes (a bundle upload): the caller says what they are in `headers`.
+      body = opts.body;
+    } else if (opts.body !== undefined) {
       headers['content-type'] = 'application/json';
       body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     }
     // Bounded until the headers arrive; a streamed body is bounded only by the caller's signal.
     const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(new Error('timeout')), deps.timeoutMs);
+    const timeoutMs = opts.timeoutMs ?? deps.timeoutMs;
+    const timer = setTimeout(() => ac.abort(new Error('timeout')), timeoutMs);
     const onAbort = () => ac.abort(deps.signal?.reason);
     deps.signal?.addEventListener('abort', onAbort, { once: true });
     let res: Response;
     try {
-      res = await doFetch(url, { method: opts.method ?? 'GET', headers, body, signal: ac.signal });
+      res = await doFetch(url, {
+        method: opts.method ?? 'GET',
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        // A streamed body (upload progress) needs half duplex.
+        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+        signal: ac.signal,
+      } as RequestInit);
     } catch (err) {
       deps.signal?.removeEventListener('abort', onAbort);
       if (deps.signal?.aborted) throw err;
       if (ac.signal.aborted)
         throw new CliError(
-          `${url.origin} did not answer within ${deps.timeoutMs / 1000} s`,
+          `${url.origin} did not answer within ${timeoutMs / 1000} s`,
           'check that the server is up, or raise APPHOST_TIMEOUT_SECONDS',
         );
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;

@@ -11,6 +11,8 @@ export interface CommandIo {
   err: (line: string) => void;
   /** Fires on Ctrl-C for client commands (main.ts); a command stops what it streams and returns. */
   signal?: AbortSignal;
+  /** Rewrites the current stderr line (a progress bar); only set when stderr is a terminal. */
+  status?: (text: string) => void;
 }
 
 /** What a command module exports: a service entrypoint `main(env)` or an argv-taking command. */
@@ -110,6 +112,25 @@ export const COMMANDS: readonly Command[] = [
     kind: 'tool',
     summary: 'run the platform locally: apps as local processes, NATS, gateway and management API',
     load: command(() => import('../local/main.ts'), 'runDev'),
+  },
+  {
+    name: 'init',
+    kind: 'tool',
+    summary: 'create an app folder (main.py, apphost.toml, .gitignore) ready to deploy',
+    load: command('./init.ts', 'runInitCommand'),
+  },
+  {
+    name: 'deploy',
+    kind: 'client',
+    summary:
+      'deploy an app folder: upload, build its dependencies, roll it out, wait until it serves or fails',
+    load: client('./deploy.ts', 'deployCommand'),
+  },
+  {
+    name: 'apps',
+    kind: 'client',
+    summary: "the project's apps: list, get (with recent builds), delete",
+    load: command('./apps.ts', 'runAppsCommand'),
   },
   {
     name: 'login',

@@ -28,6 +28,7 @@ const code = await runCli(argv, process.env, {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
   ...(signal ? { signal } : {}),
+  ...(process.stderr.isTTY ? { status: (text: string) => process.stderr.write(`\r\x1b[2K${text}`) } : {}),
 }).catch((err: unknown) => {
   process.stderr.write(`apphost: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   return 1;

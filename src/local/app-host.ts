@@ -87,6 +87,16 @@ interface Hosted {
   pending?: HostedVersion;
 }
 
+/** `: <the error line>` and the output, for a version that did not start (the error first: one line says why). */
+export function because(tail: readonly string[]): string {
+  if (tail.length === 0) return '';
+  const error = [...tail]
+    .reverse()
+    .map((l) => l.trim())
+    .find((l) => /^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*/.test(l));
+  return `${error ? `: ${error}` : ''}\n${tail.join('\n')}`;
+}
+
 export function createAppHost(deps: AppHostDeps): AppHost {
   const s = { ...DEFAULT_APP_HOST_SETTINGS, ...deps.settings };
   const clock = deps.clock ?? systemClock;
@@ -167,16 +177,14 @@ export function createAppHost(deps: AppHostDeps): AppHost {
           return failed('a newer version of the app replaced it');
         const st = deps.supervisor.status(v.process);
         if (!st || st.consecutiveCrashes > 0 || (st.starts > 0 && !st.running))
-          return failed(`it exited before it was ready${tail.length ? `:\n${tail.join('\n')}` : ''}`);
+          return failed(`it exited before it was ready${because(tail)}`);
         try {
           if ((await get(`http://127.0.0.1:${v.port}${path}`, s.probeTimeoutMs)).status === 200) break;
         } catch {
           // not listening yet
         }
         if (clock.now() >= deadline)
-          return failed(
-            `it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${tail.length ? `:\n${tail.join('\n')}` : ''}`,
-          );
+          return failed(`it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${because(tail)}`);
         await clock.sleep(s.probeIntervalMs).catch(() => undefined);
       }
       // Ready: route to it, then retire the old one.

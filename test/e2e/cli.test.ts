@@ -9,6 +9,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APPS_SUBCOMMANDS } from '../../src/cli/apps.ts';
 import { COMMANDS } from '../../src/cli/commands.ts';
 import { RUNS_SUBCOMMANDS } from '../../src/cli/runs.ts';
 import { TOKENS_SUBCOMMANDS } from '../../src/cli/tokens.ts';
@@ -117,6 +118,7 @@ describe('apphost --help', () => {
     ...COMMANDS.map((c) => [c.name]),
     ...Object.keys(RUNS_SUBCOMMANDS).map((s) => ['runs', s]),
     ...Object.keys(TOKENS_SUBCOMMANDS).map((s) => ['tokens', s]),
+    ...Object.keys(APPS_SUBCOMMANDS).map((s) => ['apps', s]),
   ];
 
   it.each(lines)('apphost %s … --help prints its usage, flags, settings and an example', async (...words) => {
