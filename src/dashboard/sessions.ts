@@ -8,6 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
+import { DNS_LABEL } from '../apis/names.ts';
 import {
   DASHBOARD_SESSIONS_BUCKET,
   dashboardSessionsBucket,
@@ -42,13 +43,12 @@ export interface SessionStore {
   endAll(projectId: string, serviceAccount: string): Promise<void>;
 }
 
-const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const SECRET = /^[A-Za-z0-9_-]{43}$/;
 
 function parseCookie(cookie: string): { projectId: string; serviceAccount: string; key: string } | undefined {
   const [projectId, serviceAccount, secret, extra] = cookie.split('.');
   if (extra !== undefined || !projectId || !serviceAccount || !secret) return undefined;
-  if (!LABEL.test(projectId) || !LABEL.test(serviceAccount) || !SECRET.test(secret)) return undefined;
+  if (!DNS_LABEL.test(projectId) || !DNS_LABEL.test(serviceAccount) || !SECRET.test(secret)) return undefined;
   const hash = createHash('sha256').update(secret).digest('hex');
   return { projectId, serviceAccount, key: `${projectId}.${serviceAccount}.${hash}` };
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { stringify as toToml } from 'smol-toml';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
+import { dnsLabel as dnsLabelRule, hostname as hostnameRule } from '../apis/names.ts';
 import {
   APP_CONFIG_FILE,
   type AppConfig,
@@ -34,16 +35,10 @@ export class ManifestError extends Error {
   override readonly name = 'ManifestError';
 }
 
-const dnsLabel = z
-  .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label (lowercase letters, digits, -)');
-const hostname = z
-  .string()
-  .max(253)
-  .regex(
-    /^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/,
-    'must be a lowercase DNS hostname',
-  );
+// The same name rules as the API and the CRDs (src/apis/names.ts): a hostname has two labels or more and
+// no wildcard, as the DomainAssignment CRD requires.
+const dnsLabel = dnsLabelRule();
+const hostname = hostnameRule('must be a lowercase DNS name of two labels or more, e.g. app.localhost');
 
 const metadata = z.object({
   name: dnsLabel,

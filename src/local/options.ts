@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DNS_LABEL } from '../apis/names.ts';
 import { configPath } from '../shared/cli/config-file.ts';
 
 export interface DevOptions {
@@ -53,8 +54,6 @@ env: NATS_URL (use this NATS instead of starting one), APPHOST_NATS_SERVER (the 
 example:
   apphost dev --apps examples/apps --port 0 --management-port 0   # then: apphost run hello run --data '{"name": "you"}'`;
 
-const PROJECT_ID = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-
 function port(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
   const n = Number(raw);
@@ -92,7 +91,7 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
   });
   if (positionals.length > 0) throw new DevUsageError(`unexpected arguments: ${positionals.join(' ')}`);
   const projectId = values.project ?? 'local';
-  if (!PROJECT_ID.test(projectId))
+  if (!DNS_LABEL.test(projectId))
     throw new DevUsageError(
       `--project must be a DNS label (lowercase letters, digits, '-'), got '${projectId}'`,
     );

@@ -3,21 +3,14 @@
  * document's request schemas), and one helper that turns a zod failure into a 400 listing every problem.
  */
 import { z } from 'zod';
+import { DNS_LABEL, dnsLabel, HOSTNAME } from '../apis/names.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { RunStateSchema } from './present.ts';
 
-/** DNS-1123 label: what a namespace label value, a CR name and a token segment can all hold. */
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const HOSTNAME = /^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$/;
+// Name rules (DNS label, hostname) are stated once, in src/apis/names.ts, in step with the CRDs.
 
-export const projectId = z
-  .string()
-  .max(63)
-  .regex(DNS_LABEL, 'must be a DNS label (lowercase letters, digits, -)');
-export const resourceName = z
-  .string()
-  .max(63)
-  .regex(DNS_LABEL, 'must be a DNS label (lowercase letters, digits, -)');
+export const projectId = dnsLabel();
+export const resourceName = dnsLabel();
 /** Service-account names become Secret names `apphost-sa-<name>`, hence the shorter bound. */
 export const serviceAccountName = z
   .string()

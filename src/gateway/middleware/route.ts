@@ -1,16 +1,12 @@
 /** `POST /v4/<project_id>/<app_name>/<path>`: the only route; everything else is 404/405. */
 import type { Middleware } from 'koa';
+import { DNS_LABEL } from '../../apis/names.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { checkForwardPath } from '../../shared/http/upstream.ts';
 import type { GatewayState } from '../context.ts';
 import { appNotFound } from './auth.ts';
 
 const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)(?:\/(.*))?$/;
-/**
- * Project ids and app names are DNS labels (namespaces' project label, App object names). Anything
- * else cannot exist, and a dot would alias NATS subjects and run-record keys built from them.
- */
-const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 export function route(): Middleware<GatewayState> {
   return async (ctx, next) => {
@@ -27,7 +23,8 @@ export function route(): Middleware<GatewayState> {
         throw new ApiError(ErrorCode.BadRequest, 'path is not valid percent-encoding');
       }
       ctx.state.target = { projectId, appName, path: m[3] ?? '' };
-      if (!NAME.test(projectId) || !NAME.test(appName)) throw appNotFound(ctx.state.target);
+      // Project ids and app names are DNS labels (src/apis/names.ts): anything else cannot exist.
+      if (!DNS_LABEL.test(projectId) || !DNS_LABEL.test(appName)) throw appNotFound(ctx.state.target);
     }
     if (ctx.method !== 'POST') {
       ctx.set('Allow', 'POST');
