@@ -124,7 +124,8 @@ spec:
       {{- end }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
-      terminationGracePeriodSeconds: {{ default 30 .values.terminationGracePeriodSeconds }}
+      {{- /* The grace counts from the pod's deletion: the preStop wait first, then the piece's own SIGTERM bound. */}}
+      terminationGracePeriodSeconds: {{ add (default 30 .values.terminationGracePeriodSeconds) (default 0 .values.preStopSeconds) }}
       containers:
         - name: {{ .component }}
           image: {{ include "apphost.image" $root }}
@@ -145,6 +146,13 @@ spec:
             {{- with .ports }}
             {{- . | nindent 12 }}
             {{- end }}
+          {{- with .values.preStopSeconds }}
+          # Serve on while the Service's endpoints drop this pod (kube-proxy, ingresses), then SIGTERM.
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ . }}
+          {{- end }}
           startupProbe:
             httpGet: { path: /healthz, port: ops }
             periodSeconds: 2
