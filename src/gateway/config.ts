@@ -39,6 +39,7 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS: int(G.publishTimeoutMs, { min: 1 }),
   APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, { min: 1 }),
   APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: int(G.drainTimeoutMs),
+  APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: int(3_000),
   APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, { min: 1 }),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS: int(G.webhookOutboxMaxJobs),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES: int(G.webhookOutboxMaxBytes),

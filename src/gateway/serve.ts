@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -124,7 +125,14 @@ export async function serveGateway(opts: {
   if (worker) await retryJetStreamSetup('starting the run worker', () => worker.start(), setup);
   reporter.start(balancer);
 
-  const server = createServer(gateway.callback());
+  // After SIGTERM, calls still arriving on kept-alive connections (a proxy's pool) are served and
+  // answered with Connection: close, so the proxy retires each connection instead of racing our close.
+  let handingOver = false;
+  const callback = gateway.callback();
+  const server = createServer((req, res) => {
+    if (handingOver) res.setHeader('Connection', 'close');
+    callback(req, res);
+  });
   // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
   server.keepAliveTimeout = 65_000;
   await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
@@ -147,6 +155,7 @@ export async function serveGateway(opts: {
     nc,
     port,
     shutdownBoundMs:
+      env.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS +
       env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS +
       env.APPHOST_RUN_STOP_TIMEOUT_MS +
       env.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS +
@@ -154,9 +163,20 @@ export async function serveGateway(opts: {
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops.drain() },
       {
+        name: 'hand kept-alive connections back',
+        run: async () => {
+          // Stop accepting (net.Server's close: http.Server's would also drop idle kept-alive connections
+          // a proxy may be sending on right now), then serve what still comes on open ones, each answer
+          // closing its connection, until none is open or the bound passes.
+          handingOver = true;
+          NetServer.prototype.close.call(server);
+          await connectionsClosed(server, env.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS);
+        },
+      },
+      {
         name: 'drain gateway',
         run: async () => {
-          server.close();
+          server.closeIdleConnections();
           await gateway.drain();
           server.closeAllConnections();
         },
@@ -168,4 +188,14 @@ export async function serveGateway(opts: {
       { name: 'close ops', run: () => ops.close() },
     ],
   };
+}
+
+/** Resolves once `server` has no open connection, or after `boundMs`. */
+async function connectionsClosed(server: Server, boundMs: number): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  while (Date.now() < deadline) {
+    const open = await new Promise<number>((resolve) => server.getConnections((_, n) => resolve(n ?? 0)));
+    if (open === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

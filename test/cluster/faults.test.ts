@@ -52,7 +52,8 @@ describe('faults and lifecycle on the real cluster', () => {
     const refused: number[] = [];
     let stop = false;
     const load = (async () => {
-      for (let i = 0; !stop && i < 200; i++) {
+      // Bounded by `stop` (set below) and, as a backstop, a count.
+      for (let i = 0; !stop && i < 5000; i++) {
         const res = await call(token, `/v4/${project}/slow/run?async=true`, {
           seconds: 0.1,
           label: `run-${i}`,
@@ -121,7 +122,9 @@ describe('faults and lifecycle on the real cluster', () => {
     expect(JSON.parse(body)).toEqual({ label: 'drained', slept_seconds: 4 });
   });
 
-  it('rolls every piece on helm upgrade with a changed value, with no failed call', async () => {
+  it('rolls every piece on helm upgrade with a changed value, with no failed call', {
+    timeout: PLATFORM_READY_TIMEOUT_MS * 2 + 60_000,
+  }, async () => {
     await firstOk(token, `/v4/${project}/slow/run`, { seconds: 0 });
     const failures: string[] = [];
     let calls = 0;
