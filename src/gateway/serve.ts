@@ -23,7 +23,13 @@ import { createSecretBox } from '../shared/secretbox.ts';
 import { ensureWebhooksStream } from '../webhooks/stream.ts';
 import { createObservedBalancer } from './balancer/metrics.ts';
 import { createLoadReporter } from './balancer/reporter.ts';
-import { balancerSettings, type GatewayEnv, gatewaySettings, runWorkerSettings } from './config.ts';
+import {
+  balancerSettings,
+  type GatewayEnv,
+  gatewaySettings,
+  gatewayShutdownBoundMs,
+  runWorkerSettings,
+} from './config.ts';
 import { createGateway, type Gateway } from './gateway.ts';
 import { cachedRunTokenVerifier } from './token-cache.ts';
 
@@ -45,6 +51,11 @@ export interface GatewayProcess {
   shutdownBoundMs: number;
 }
 
+/** How often a gateway without its run-token key set looks for the mounted file again. */
+export const RUN_TOKEN_KEYS_WAIT_POLL_MS = 1_000;
+/** Verifies nothing: what the gateway checks tokens against before its key set exists (it is not ready then). */
+const NO_KEYS: KeySet = { keys: [] };
+
 export function loadKeySet(path: string): KeySet {
   const parsed = JSON.parse(readFileSync(path, 'utf8')) as KeySet;
   if (!Array.isArray(parsed?.keys) || parsed.keys.length === 0) throw new Error(`${path}: no keys`);
@@ -60,15 +71,25 @@ export async function serveGateway(opts: {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  let keys = loadKeySet(env.APPHOST_RUN_TOKEN_KEYS_FILE);
-  const reload = setInterval(() => {
+  // On a fresh install the management API creates the key Secret and the kubelet fills the mounted file in
+  // later: until then the gateway runs not ready (nothing routes calls to it) instead of exiting.
+  let keys: KeySet | undefined;
+  const loadKeys = (warn: boolean) => {
     try {
       keys = loadKeySet(env.APPHOST_RUN_TOKEN_KEYS_FILE);
     } catch (err) {
-      log.warn({ err }, 'could not reload the run-token key set; keeping the previous one');
+      if (keys) log.warn({ err }, 'could not reload the run-token key set; keeping the previous one');
+      else if (warn) log.info({ file: env.APPHOST_RUN_TOKEN_KEYS_FILE }, 'waiting for the run-token key set');
     }
-  }, env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS);
+  };
+  loadKeys(true);
+  const reload = setInterval(() => loadKeys(false), env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS);
   reload.unref();
+  const firstKeys = setInterval(() => {
+    if (!keys) loadKeys(false);
+    if (keys) clearInterval(firstKeys);
+  }, RUN_TOKEN_KEYS_WAIT_POLL_MS);
+  firstKeys.unref();
 
   const nats = await connectNats({
     url: env.NATS_URL,
@@ -101,7 +122,7 @@ export async function serveGateway(opts: {
   const gateway = createGateway({
     resolver,
     verifyRunToken: cachedRunTokenVerifier(
-      createRunTokenVerifier(() => keys, { leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS }),
+      createRunTokenVerifier(() => keys ?? NO_KEYS, { leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS }),
       { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
     ),
     nc,
@@ -139,7 +160,11 @@ export async function serveGateway(opts: {
   const ops = await startOpsServer({
     port: env.APPHOST_OPS_PORT,
     registry,
-    checks: [nats.readiness, { name: 'gateway', check: () => !gateway.draining }],
+    checks: [
+      nats.readiness,
+      { name: 'run-token keys', check: () => keys !== undefined },
+      { name: 'gateway', check: () => !gateway.draining },
+    ],
   });
   const port = () => {
     const a = server.address();
@@ -154,12 +179,7 @@ export async function serveGateway(opts: {
     ops,
     nc,
     port,
-    shutdownBoundMs:
-      env.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS +
-      env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS +
-      env.APPHOST_RUN_STOP_TIMEOUT_MS +
-      env.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS +
-      10_000,
+    shutdownBoundMs: gatewayShutdownBoundMs(env),
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops.drain() },
       {

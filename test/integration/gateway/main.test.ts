@@ -51,8 +51,8 @@ beforeAll(async () => {
     plural: APP_PLURAL,
     body: app,
   });
+  // As on a fresh install: the run-token key file appears only after the gateway started (issue 21.3).
   const keysFile = join(dir, 'run-token-keys.json');
-  writeFileSync(keysFile, JSON.stringify(keys));
   child = spawn(process.execPath, [join(REPO_ROOT, 'src/cli/main.ts'), 'gateway'], {
     env: {
       ...process.env,
@@ -66,12 +66,27 @@ beforeAll(async () => {
       APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '5000',
       APPHOST_RUN_STOP_TIMEOUT_MS: '5000',
       APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: '1000',
+      APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: '500',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log = createWriteStream(join(dir, 'gateway.log'));
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
+  // Without its key set the gateway runs, not ready, rather than exiting into a crash loop.
+  let notReadyBody = '';
+  await waitFor(
+    `gateway /readyz answering 503 while the key file is missing (log: ${dir}/gateway.log)`,
+    async () => {
+      const res = await fetch(`http://127.0.0.1:${opsPort}/readyz`);
+      notReadyBody = await res.text();
+      return res.status === 503;
+    },
+    START_TIMEOUT_MS,
+  );
+  expect(notReadyBody).toMatch(/run-token keys/);
+  expect(child.exitCode).toBeNull();
+  writeFileSync(keysFile, JSON.stringify(keys));
   await waitFor(
     `gateway /readyz (log: ${dir}/gateway.log)`,
     async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
