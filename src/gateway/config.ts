@@ -63,6 +63,17 @@ export const GatewayEnv = z.object({
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
+/** What the gateway allows itself after SIGTERM, in total (the chart derives the pod's grace from it). */
+export function gatewayShutdownBoundMs(e: GatewayEnv): number {
+  return (
+    e.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS +
+    e.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS +
+    e.APPHOST_RUN_STOP_TIMEOUT_MS +
+    e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS +
+    10_000
+  );
+}
+
 export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayEnv {
   return readEnv('gateway', GatewayEnv, env);
 }

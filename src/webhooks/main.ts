@@ -12,7 +12,7 @@ import { startOpsServer } from '../shared/ops.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createWebhookDispatcher } from './dispatcher.ts';
-import { readWebhooksEnv, webhookSettings } from './settings.ts';
+import { readWebhooksEnv, webhookSettings, webhooksShutdownBoundMs } from './settings.ts';
 import { openDeliveriesBucket } from './stream.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
@@ -65,7 +65,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     'webhook dispatcher ready',
   );
 
-  onShutdownSignal(log, e.APPHOST_WEBHOOK_STOP_BOUND_MS + 5_000, [
+  onShutdownSignal(log, webhooksShutdownBoundMs(e), [
     { name: 'not ready', run: async () => ops.drain() },
     { name: 'finish attempts', run: () => dispatcher.stop(e.APPHOST_WEBHOOK_STOP_BOUND_MS) },
     { name: 'close nats', run: () => nc.drain() },

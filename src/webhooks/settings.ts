@@ -77,6 +77,11 @@ export const WebhooksEnv = WebhookSettingsEnv.extend({
   /** Bound on SIGTERM: in-flight attempts get this long to finish (then JetStream redelivers them). */
   APPHOST_WEBHOOK_STOP_BOUND_MS: int(20_000),
 });
+
+/** What the dispatcher allows itself after SIGTERM, in total (the chart derives the pod's grace from it). */
+export const webhooksShutdownBoundMs = (e: { APPHOST_WEBHOOK_STOP_BOUND_MS: number }) =>
+  e.APPHOST_WEBHOOK_STOP_BOUND_MS + 5_000;
+
 export type WebhooksEnv = z.output<typeof WebhooksEnv>;
 
 export function readWebhooksEnv(env: NodeJS.ProcessEnv): WebhooksEnv {

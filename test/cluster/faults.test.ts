@@ -87,7 +87,10 @@ describe('faults and lifecycle on the real cluster', () => {
         for (const id of accepted) {
           if (states.get(id) === 'success') continue;
           const r = await management(saToken, 'GET', `/v2/projects/${project}/runs/${id}`);
-          if (r.status === 200) states.set(id, (r.body as { state: string }).state);
+          if (r.status === 200) {
+            const run = r.body as { state: string; error?: { code: string; message: string } };
+            states.set(id, run.error ? `${run.state} (${run.error.code}: ${run.error.message})` : run.state);
+          }
         }
         return accepted.every((id) =>
           ['success', 'failure', 'timeout', 'cancelled'].includes(states.get(id) ?? ''),

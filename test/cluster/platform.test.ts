@@ -5,7 +5,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
-import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../harness/process.ts';
 import {
@@ -54,6 +54,17 @@ describe('apphost installed with helm on a real cluster', () => {
     // The chart's default: three servers clustered over routes (a JetStream quorum), all ready.
     expect(nats.spec?.replicas).toBe(3);
     expect(nats.status?.readyReplicas).toBe(3);
+  });
+
+  it('brought every platform pod up without a restart (issue 21.3: no crash loop while NATS or the key Secret is not there yet)', async () => {
+    const pods = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: PLATFORM_NAMESPACE });
+    const restarted = pods.items
+      .flatMap((p) =>
+        (p.status?.containerStatuses ?? []).map((c) => [p.metadata?.name, c.restartCount] as const),
+      )
+      .filter(([, n]) => n > 0);
+    expect(restarted).toEqual([]);
+    expect(pods.items.length).toBeGreaterThanOrEqual(10);
   });
 
   it('serves a sync call of an App through the ingress', async () => {

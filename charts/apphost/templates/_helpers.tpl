@@ -124,8 +124,8 @@ spec:
       {{- end }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
-      {{- /* The grace counts from the pod's deletion: the preStop wait first, then the piece's own SIGTERM bound. */}}
-      terminationGracePeriodSeconds: {{ add (default 30 .values.terminationGracePeriodSeconds) (default 0 .values.preStopSeconds) }}
+      {{- /* From the pod's deletion: the preStop wait, then the piece's own SIGTERM bound, then a margin. */}}
+      terminationGracePeriodSeconds: {{ add (default 0 .values.preStopSeconds) (include "apphost.shutdownBoundSeconds" .) 5 }}
       containers:
         - name: {{ .component }}
           image: {{ include "apphost.image" $root }}
@@ -133,6 +133,7 @@ spec:
           args: [{{ .command | quote }}]
           env:
             {{- include "apphost.commonEnv" $root | nindent 12 }}
+            {{- include "apphost.shutdownEnv" . | nindent 12 }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}
@@ -252,4 +253,45 @@ automountServiceAccountToken: false
 {{/* The management API creates and names this Secret (key run-token-keys.json); the gateway reads it. */}}
 {{- define "apphost.runTokenKeysSecret" -}}
 apphost-run-token-keys
+{{- end }}
+
+{{/*
+The one place a piece's SIGTERM bound is stated, in seconds: what the process allows itself in total
+(src/shared/shutdown.ts exits when it passes). Its env (apphost.shutdownEnv) carries the same values, and
+the pod's terminationGracePeriodSeconds is derived from it. test/integration/chart/shutdown-bounds.test.ts
+checks it against each piece's own formula.
+*/}}
+{{- define "apphost.shutdownBoundSeconds" -}}
+{{- $s := .values.shutdown -}}
+{{- if eq .component "gateway" -}}
+{{- /* serve.ts: handover + drain + run stop + outbox close + 10 s for NATS and the ops server */ -}}
+{{- add $s.handoverSeconds $s.drainSeconds $s.runStopSeconds $s.webhookOutboxCloseSeconds 10 -}}
+{{- else if eq .component "webhooks" -}}
+{{- add $s.stopSeconds 5 -}}
+{{- else -}}
+{{- $s.timeoutSeconds -}}
+{{- end -}}
+{{- end }}
+
+{{- define "apphost.shutdownEnv" -}}
+{{- $s := .values.shutdown -}}
+{{- if eq .component "gateway" }}
+- name: APPHOST_GATEWAY_CONNECTION_HANDOVER_MS
+  value: {{ mul $s.handoverSeconds 1000 | quote }}
+- name: APPHOST_GATEWAY_DRAIN_TIMEOUT_MS
+  value: {{ mul $s.drainSeconds 1000 | quote }}
+- name: APPHOST_RUN_STOP_TIMEOUT_MS
+  value: {{ mul $s.runStopSeconds 1000 | quote }}
+- name: APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS
+  value: {{ mul $s.webhookOutboxCloseSeconds 1000 | quote }}
+{{- else if eq .component "webhooks" }}
+- name: APPHOST_WEBHOOK_STOP_BOUND_MS
+  value: {{ mul $s.stopSeconds 1000 | quote }}
+{{- else if eq .component "management" }}
+- name: APPHOST_MANAGEMENT_SHUTDOWN_TIMEOUT_MS
+  value: {{ mul $s.timeoutSeconds 1000 | quote }}
+{{- else if eq .component "operator" }}
+- name: APPHOST_OPERATOR_SHUTDOWN_TIMEOUT_MS
+  value: {{ mul $s.timeoutSeconds 1000 | quote }}
+{{- end }}
 {{- end }}
