@@ -70,10 +70,13 @@ describe('apphost installed with helm on a real cluster', () => {
   it('serves a sync call of an App through the ingress', async () => {
     const t0 = Date.now();
     await deployConfigMapApp(project, 'hello', 'hello');
-    const body = await firstOk(token, `/v4/${project}/hello/run`, { name: 'cluster' });
+    // Issue 21.6: the first call after the App reports Ready succeeds (no 502 while routes settle).
+    const res = await call(token, `/v4/${project}/hello/run`, { name: 'cluster' });
+    const body = await res.body.text();
     process.stderr.write(
       `cluster suite: App created → first 200 through the ingress ${Date.now() - t0} ms\n`,
     );
+    expect(res.statusCode, body).toBe(200);
     expect(JSON.parse(body)).toEqual({ message: 'hello cluster' });
   });
 

@@ -52,8 +52,10 @@ describe('cluster teardown', () => {
     timeout: CLUSTER_START_TIMEOUT_MS * 3,
   }, async () => {
     const before = hostNetwork();
+    const { APPHOST_TEST_KEEP_DIRS: _keep, ...env } = process.env;
     const child = spawn(process.execPath, [join(import.meta.dirname, 'fixtures', 'cluster-then-wait.ts')], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      env,
     });
     const line = await new Promise<string>((resolve, reject) => {
       let buf = '';
