@@ -117,20 +117,20 @@ export const COMMANDS: readonly Command[] = [
     name: 'init',
     kind: 'tool',
     summary: 'create an app folder (main.py, apphost.toml, .gitignore) ready to deploy',
-    load: command('./init.ts', 'runInitCommand'),
+    load: command(() => import('./init.ts'), 'runInitCommand'),
   },
   {
     name: 'deploy',
     kind: 'client',
     summary:
       'deploy an app folder: upload, build its dependencies, roll it out, wait until it serves or fails',
-    load: client('./deploy.ts', 'deployCommand'),
+    load: client(() => import('./deploy.ts'), 'deployCommand'),
   },
   {
     name: 'apps',
     kind: 'client',
     summary: "the project's apps: list, get (with recent builds), delete",
-    load: command('./apps.ts', 'runAppsCommand'),
+    load: command(() => import('./apps.ts'), 'runAppsCommand'),
   },
   {
     name: 'login',

@@ -14,9 +14,9 @@ import {
   runtimeOf,
 } from '../apis/v1alpha1/app-config.ts';
 import { BundleError, DEFAULT_BUNDLE_LIMITS, inspectBundle, packBundle } from '../builds/bundle.ts';
+import { CliError, UsageError } from '../shared/cli/command.ts';
 import type { ApiClient } from './api-client.ts';
 import { type ClientContext, clientCommand } from './client-command.ts';
-import { CliError, UsageError } from './command.ts';
 import { json } from './output.ts';
 import { createProgress, formatBytes, progressStream } from './progress.ts';
 import { sseEvents } from './sse.ts';

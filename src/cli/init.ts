@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { AppSection } from '../apis/v1alpha1/app-config.ts';
-import { CliError, type CommandSpec, helpText, parseCommand, UsageError } from './command.ts';
+import { CliError, type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
 import type { CommandIo } from './commands.ts';
 
 export const INIT_SPEC: CommandSpec = {
