@@ -11,6 +11,20 @@ const G = DEFAULT_GATEWAY_SETTINGS;
 const B = DEFAULT_BALANCER_SETTINGS;
 const W = DEFAULT_RUN_WORKER_SETTINGS;
 
+/** The balancer's variables (docs/scaling.md), read by the gateway and by `apphost dev`. */
+export const balancerEnv = {
+  APPHOST_GATEWAY_QUEUE_TIMEOUT_MS: int(B.queueTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: int(B.coldStartTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR: int(B.queueDepthFactor, { min: 1 }),
+  APPHOST_GATEWAY_MAX_QUEUE_PER_APP: int(B.maxQueuePerApp, { min: 1 }),
+  APPHOST_GATEWAY_CAPACITY_BLOCK_MS: int(B.capacityBlockMs, { min: 1 }),
+  APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: int(B.unreachableBlockMs, { min: 1 }),
+  APPHOST_GATEWAY_MAX_RETRIES: int(B.maxRetries),
+  APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, { min: 1 }),
+  APPHOST_LOAD_REPORT_INTERVAL_MS: int(1_000, { min: 100 }),
+};
+const BalancerEnv = z.object(balancerEnv);
+
 export const GatewayEnv = z.object({
   ...commonEnv,
   NATS_URL: text('nats://127.0.0.1:4222'),
@@ -37,7 +51,6 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_SYNC_TIMEOUT_MS: int(G.syncTimeoutMs, { min: 1 }),
   APPHOST_GATEWAY_STREAM_IDLE_TIMEOUT_MS: int(G.streamIdleTimeoutMs),
   APPHOST_GATEWAY_PUBLISH_TIMEOUT_MS: int(G.publishTimeoutMs, { min: 1 }),
-  APPHOST_GATEWAY_RETRY_AFTER_SECONDS: int(G.retryAfterSeconds, { min: 1 }),
   APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: int(G.drainTimeoutMs),
   APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: int(3_000),
   APPHOST_WEBHOOK_MAX_BODY_BYTES: int(G.maxWebhookBodyBytes, { min: 1 }),
@@ -50,16 +63,11 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_MAX_EXECUTIONS: int(W.maxExecutions, { min: 1 }),
   APPHOST_RUN_RESULT_MAX_BYTES: int(W.maxResultBytes),
   APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
-  APPHOST_GATEWAY_QUEUE_TIMEOUT_MS: int(B.queueTimeoutMs, { min: 1 }),
-  APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: int(B.coldStartTimeoutMs, { min: 1 }),
-  APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR: int(B.queueDepthFactor, { min: 1 }),
-  APPHOST_GATEWAY_MAX_QUEUE_PER_APP: int(B.maxQueuePerApp, { min: 1 }),
-  APPHOST_GATEWAY_CAPACITY_BLOCK_MS: int(B.capacityBlockMs, { min: 1 }),
-  APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: int(B.unreachableBlockMs, { min: 1 }),
-  APPHOST_GATEWAY_MAX_RETRIES: int(B.maxRetries),
+  APPHOST_RUN_CAPACITY_RETRY_MS: int(W.capacityRetryMs, { min: 100 }),
+  APPHOST_RUN_MAX_QUEUED_MS: int(W.maxQueuedMs, { min: 1_000 }),
+  ...balancerEnv,
   APPHOST_GATEWAY_ROUTING: z.enum(['endpoints', 'service']).default('endpoints'),
   APPHOST_CLUSTER_DOMAIN: text('cluster.local'),
-  APPHOST_LOAD_REPORT_INTERVAL_MS: int(1_000, { min: 100 }),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
@@ -94,7 +102,7 @@ export function gatewaySettings(e: GatewayEnv): GatewaySettings {
   };
 }
 
-export function balancerSettings(e: GatewayEnv): BalancerSettings {
+export function balancerSettings(e: z.output<typeof BalancerEnv>): BalancerSettings {
   return {
     queueTimeoutMs: e.APPHOST_GATEWAY_QUEUE_TIMEOUT_MS,
     coldStartTimeoutMs: e.APPHOST_GATEWAY_COLD_START_TIMEOUT_MS,
@@ -111,6 +119,8 @@ export function runWorkerSettings(e: GatewayEnv): RunWorkerSettings {
   return {
     ...W,
     consumerName: e.APPHOST_RUN_CONSUMER,
+    capacityRetryMs: e.APPHOST_RUN_CAPACITY_RETRY_MS,
+    maxQueuedMs: e.APPHOST_RUN_MAX_QUEUED_MS,
     concurrency: e.APPHOST_RUN_CONCURRENCY,
     ackWaitMs: e.APPHOST_RUN_ACK_WAIT_MS,
     maxExecutions: e.APPHOST_RUN_MAX_EXECUTIONS,

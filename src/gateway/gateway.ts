@@ -12,7 +12,7 @@ import { Agent, type Dispatcher } from 'undici';
 import { createRunStore, type RunStore } from '../runs/store.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
-import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { accessLog } from '../shared/http/access-log.ts';
 import { errorBody } from '../shared/http/errors.ts';
@@ -61,6 +61,8 @@ export interface GatewayDeps {
 
 export interface Gateway {
   callback(): (req: IncomingMessage, res: ServerResponse) => void;
+  /** Calls apps through this gateway's balancer (the run worker of the process uses it too). */
+  readonly callApp: AppCaller;
   readonly draining: boolean;
   /** Requests being served. */
   inflight(): number;
@@ -199,6 +201,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const handler = app.callback();
   return {
     callback: () => handler,
+    callApp,
     get draining() {
       return draining;
     },

@@ -140,11 +140,12 @@ export async function serveGateway(opts: {
         log: log.child({ component: 'run-worker' }),
         registry,
         settings: runWorkerSettings(env),
+        callApp: gateway.callApp,
         replicas,
       })
     : undefined;
   if (worker) await retryJetStreamSetup('starting the run worker', () => worker.start(), setup);
-  reporter.start(balancer);
+  reporter.start(balancer, worker?.held);
 
   // After SIGTERM, calls still arriving on kept-alive connections (a proxy's pool) are served and
   // answered with Connection: close, so the proxy retires each connection instead of racing our close.

@@ -3,9 +3,19 @@
  * port beside the one that serves; once it answers its readiness probe it becomes the app's endpoint,
  * and only then is the old process stopped (after a short delay, then SIGTERM: it drains its calls).
  * A version that exits or is not ready in time is stopped and the old one keeps serving.
+ *
+ * A version runs as many replica processes as the app's replica count (`scale`, set by the local
+ * autoscaler), each on its own port. The ready replicas of the serving version are reported to the
+ * gateway's balancer (`watchReplicas`); a replica that is stopped leaves routing before its SIGTERM,
+ * and one that keeps exiting before it is ready makes the app's start failure (held calls fail with it).
  */
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { effectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
+import type { Replica, StartFailure } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
 import type { LocalApp } from './app-manifests.ts';
 import { appProcessSpec, readinessPath } from './app-process.ts';
@@ -24,6 +34,8 @@ export interface AppHostSettings {
   drainDelayMs: number;
   /** Output lines of a version kept to explain why it did not start. */
   tailLines: number;
+  /** How often replicas of serving versions are checked (running? ready?). */
+  healthIntervalMs: number;
 }
 
 export const DEFAULT_APP_HOST_SETTINGS: AppHostSettings = {
@@ -32,6 +44,7 @@ export const DEFAULT_APP_HOST_SETTINGS: AppHostSettings = {
   probeTimeoutMs: 1_000,
   drainDelayMs: 2_000,
   tailLines: 30,
+  healthIntervalMs: 200,
 };
 
 /** Where a version came from (a deploy), for `apphost apps get`. */
@@ -41,17 +54,39 @@ export interface VersionMeta {
   dependencies?: Sha256Digest;
 }
 
+export interface HostedReplica {
+  /** The supervised process name, `<app>@<seq>#<k>`; also its routing id. */
+  process: string;
+  port: number;
+  ready: boolean;
+  /** The supervisor's start count when it was found ready (a restart makes it unready). */
+  readyStarts: number;
+  probing: boolean;
+  /** Where the runtime writes why it could not start. */
+  terminationLog: string;
+  tail: string[];
+}
+
 export interface HostedVersion {
   seq: number;
   app: LocalApp;
   meta: VersionMeta;
+  /** The first replica's port and process (the one a rollout proves). */
   port: number;
-  /** The supervised process name, `<app>@<seq>`. */
   process: string;
   startedAt: string;
+  replicas: HostedReplica[];
 }
 
 export type RolloutResult = { ok: true } | { ok: false; message: string };
+
+/** Where ready replicas and start failures go (the gateway's balancer, keyed by app name). */
+export interface LocalReplicaSink {
+  setReplicas(appName: string, replicas: readonly Replica[]): void;
+  setStartFailure(appName: string, failure: StartFailure | undefined): void;
+  /** Calls in flight per replica id (a scale-down stops idle replicas first). */
+  replicaLoad?(appName: string): Record<string, number>;
+}
 
 export interface AppHost {
   /** What the local resolver routes to (a starting app has `starting` set). */
@@ -67,6 +102,12 @@ export interface AppHost {
   /** Stops every version of the app; false when there was none. */
   remove(name: string): Promise<boolean>;
   stopAll(): Promise<void>;
+  /** Runs `replicas` processes of the serving version (idle ones are stopped first). */
+  scale(name: string, replicas: number): Promise<void>;
+  /** Replicas wanted and ready, per app. */
+  replicaCounts(name: string): { desired: number; ready: number } | undefined;
+  /** Reports every app's ready replicas and start failure from now on. */
+  watchReplicas(sink: LocalReplicaSink): void;
 }
 
 export interface AppHostDeps {
@@ -77,14 +118,23 @@ export interface AppHostDeps {
   clock?: Clock;
   get?: HttpGet;
   port?: () => Promise<number>;
-  processSpec?: (app: LocalApp, port: number) => ProcessSpec;
+  processSpec?: (app: LocalApp, port: number, terminationLog?: string) => ProcessSpec;
   settings?: Partial<AppHostSettings>;
+  /** Folder for the replicas' termination logs (a temporary one by default). */
+  terminationDir?: string;
 }
 
 interface Hosted {
   endpoint: LocalAppEndpoint;
   current?: HostedVersion;
   pending?: HostedVersion;
+  /** Replicas the serving version should run. */
+  desired: number;
+  failure?: StartFailure;
+  /** Next replica index of the serving version. */
+  nextIndex: number;
+  /** Replica changes run one at a time. */
+  changing: Promise<void>;
 }
 
 /** `: <the error line>` and the output, for a version that did not start (the error first: one line says why). */
@@ -97,20 +147,28 @@ export function because(tail: readonly string[]): string {
   return `${error ? `: ${error}` : ''}\n${tail.join('\n')}`;
 }
 
+const url = (r: HostedReplica) => `http://127.0.0.1:${r.port}`;
+
 export function createAppHost(deps: AppHostDeps): AppHost {
   const s = { ...DEFAULT_APP_HOST_SETTINGS, ...deps.settings };
   const clock = deps.clock ?? systemClock;
   const get = deps.get ?? fetchGet;
   const nextPort = deps.port ?? freePort;
   const spec =
-    deps.processSpec ?? ((app: LocalApp, port: number) => appProcessSpec(app, port, deps.python, deps.env));
+    deps.processSpec ??
+    ((app: LocalApp, port: number, terminationLog?: string) =>
+      appProcessSpec(app, port, deps.python, deps.env, terminationLog));
   const apps = new Map<string, Hosted>();
   const draining = new Set<Promise<void>>();
+  let termDir = deps.terminationDir;
+  let sink: LocalReplicaSink | undefined;
+  let health: NodeJS.Timeout | undefined;
   let seq = 0;
 
   const hosted = (app: LocalApp): Hosted => {
     let h = apps.get(app.name);
     if (!h) {
+      const scaling = effectiveScaling(app.manifest.spec.scaling);
       h = {
         endpoint: {
           runtime: app.manifest.spec.runtime,
@@ -119,21 +177,169 @@ export function createAppHost(deps: AppHostDeps): AppHost {
           readinessPath: readinessPath(app),
           generation: 0,
           starting: true,
+          scaling,
         },
+        // As a new App in a cluster: at least one replica until the autoscaler decides.
+        desired: Math.max(scaling.minReplicas, 1),
+        nextIndex: 0,
+        changing: Promise.resolve(),
       };
       apps.set(app.name, h);
     }
     return h;
   };
 
-  const retire = (v: HostedVersion, delayMs: number) => {
+  const push = (name: string) => {
+    const h = apps.get(name);
+    if (!sink) return;
+    const ready = (h?.current?.replicas ?? []).filter((r) => r.ready);
+    sink.setReplicas(
+      name,
+      ready.map((r) => ({ id: r.process, url: url(r) })),
+    );
+    sink.setStartFailure(name, ready.length > 0 ? undefined : h?.failure);
+    // The endpoint (for the resolver's functions lookup) follows the first ready replica.
+    const first = ready[0];
+    if (h && first) h.endpoint.port = first.port;
+  };
+
+  const newReplica = async (v: HostedVersion, index: number): Promise<HostedReplica> => {
+    termDir ??= mkdtempSync(join(tmpdir(), 'apphost-termination-'));
+    mkdirSync(termDir, { recursive: true });
+    const process = `${v.app.name}@${v.seq}#${index}`;
+    const terminationLog = join(termDir, `${process.replace(/[^\w.@#-]/g, '_')}.log`);
+    // The runtime writes only into a file that exists (as the kubelet creates it in a pod).
+    writeFileSync(terminationLog, '');
+    const r: HostedReplica = {
+      process,
+      port: await nextPort(),
+      ready: false,
+      readyStarts: 0,
+      probing: false,
+      terminationLog,
+      tail: [],
+    };
+    deps.supervisor.add({
+      name: r.process,
+      label: v.app.name,
+      spec: () => spec(v.app, r.port, terminationLog),
+      graceMs: () => v.app.gracePeriodSeconds * 1000,
+      onLine: (line) => {
+        r.tail.push(line);
+        if (r.tail.length > s.tailLines) r.tail.shift();
+      },
+    });
+    return r;
+  };
+
+  const stopReplica = (r: HostedReplica, delayMs: number) => {
     const p = (async () => {
       if (delayMs > 0) await clock.sleep(delayMs).catch(() => undefined);
-      await deps.supervisor.remove(v.process);
+      await deps.supervisor.remove(r.process);
     })();
     draining.add(p);
     void p.finally(() => draining.delete(p));
     return p;
+  };
+
+  const retire = (v: HostedVersion, delayMs: number) =>
+    Promise.all(v.replicas.map((r) => stopReplica(r, delayMs))).then(() => undefined);
+
+  /** Why a replica that never got ready exited: the runtime's termination log, else its last lines. */
+  const whyNotStarted = (r: HostedReplica): string => {
+    let message = '';
+    try {
+      message = readFileSync(r.terminationLog, 'utf8').trim();
+    } catch {
+      // none written
+    }
+    if (!message) message = r.tail.slice(-5).join('\n').trim();
+    return message || 'its process exited before it was ready';
+  };
+
+  /** Starts or stops replicas of the serving version so that `desired` run (one change at a time). */
+  const reconcile = (name: string): Promise<void> => {
+    const h = apps.get(name);
+    if (!h) return Promise.resolve();
+    const run = () => reconcileNow(name, h);
+    h.changing = h.changing.then(run, run);
+    return h.changing;
+  };
+
+  const reconcileNow = async (name: string, h: Hosted) => {
+    const v = h.current;
+    if (!v || apps.get(name) !== h) return;
+    while (v.replicas.length < h.desired && apps.get(name) === h && h.current === v) {
+      v.replicas.push(await newReplica(v, h.nextIndex++));
+    }
+    const extra = v.replicas.length - h.desired;
+    if (extra <= 0) return;
+    const load = sink?.replicaLoad?.(name) ?? {};
+    // Not ready first, then the idlest, then the newest.
+    const victims = [...v.replicas]
+      .map((r, i) => ({ r, i }))
+      .sort(
+        (a, b) =>
+          Number(a.r.ready) - Number(b.r.ready) ||
+          (load[a.r.process] ?? 0) - (load[b.r.process] ?? 0) ||
+          b.i - a.i,
+      )
+      .slice(0, extra)
+      .map((x) => x.r);
+    v.replicas = v.replicas.filter((r) => !victims.includes(r));
+    // Out of routing first; in-flight calls finish during its drain.
+    push(name);
+    for (const r of victims) void stopReplica(r, 0);
+  };
+
+  /** Marks replicas of serving versions ready or not, and notes an app that cannot start. */
+  const checkHealth = () => {
+    for (const [name, h] of apps) {
+      const v = h.current;
+      if (!v) continue;
+      let changed = false;
+      for (const r of v.replicas) {
+        const st = deps.supervisor.status(r.process);
+        if (!st) continue;
+        if (r.ready && (!st.running || st.starts !== r.readyStarts)) {
+          r.ready = false;
+          changed = true;
+        }
+        if (!r.ready && !st.running && st.consecutiveCrashes > 0 && v.replicas.every((x) => !x.ready)) {
+          const message = whyNotStarted(r);
+          if (h.failure?.message !== message) {
+            h.failure = { reason: 'CrashLoopBackOff', message };
+            changed = true;
+          }
+        }
+        if (!r.ready && st.running && !r.probing) {
+          r.probing = true;
+          const starts = st.starts;
+          get(`${url(r)}${h.endpoint.readinessPath}`, s.probeTimeoutMs)
+            .then(
+              (res) => {
+                if (res.status !== 200 || deps.supervisor.status(r.process)?.starts !== starts) return;
+                if (!v.replicas.includes(r)) return;
+                r.ready = true;
+                r.readyStarts = starts;
+                h.failure = undefined;
+                push(name);
+              },
+              () => undefined,
+            )
+            .finally(() => {
+              r.probing = false;
+            });
+        }
+      }
+      if (changed) push(name);
+    }
+  };
+
+  const ensureHealthLoop = () => {
+    if (health) return;
+    health = setInterval(checkHealth, s.healthIntervalMs);
+    health.unref();
   };
 
   return {
@@ -142,55 +348,62 @@ export function createAppHost(deps: AppHostDeps): AppHost {
 
     async rollout(app, meta = {}) {
       const h = hosted(app);
-      const tail: string[] = [];
       const v: HostedVersion = {
         seq: ++seq,
         app,
         meta,
-        port: await nextPort(),
-        process: `${app.name}@${seq}`,
+        port: 0,
+        process: '',
         startedAt: new Date(clock.now()).toISOString(),
+        replicas: [],
       };
       // The newest version wins: one still starting is dropped.
       if (h.pending) void retire(h.pending, 0);
       h.pending = v;
-      deps.supervisor.add({
-        name: v.process,
-        label: app.name,
-        spec: () => spec(app, v.port),
-        graceMs: () => app.gracePeriodSeconds * 1000,
-        onLine: (line) => {
-          tail.push(line);
-          if (tail.length > s.tailLines) tail.shift();
-        },
-      });
+      const first = await newReplica(v, 0);
+      v.replicas.push(first);
+      v.port = first.port;
+      v.process = first.process;
       const path = readinessPath(app);
       const deadline = clock.now() + s.readyTimeoutMs;
       const failed = async (message: string): Promise<RolloutResult> => {
         if (h.pending === v) h.pending = undefined;
+        // An app that never served cannot start: calls held for it fail at once, saying why.
+        if (!h.current && apps.get(app.name) === h) {
+          h.failure = { reason: 'CrashLoopBackOff', message: whyNotStarted(first) };
+          push(app.name);
+        }
         await retire(v, 0);
-        deps.log.warn({ app: app.name, process: v.process }, `new version not started: ${message}`);
+        deps.log.warn({ app: app.name, process: first.process }, `new version not started: ${message}`);
         return { ok: false, message };
       };
       for (;;) {
         if (h.pending !== v || apps.get(app.name) !== h)
           return failed('a newer version of the app replaced it');
-        const st = deps.supervisor.status(v.process);
+        const st = deps.supervisor.status(first.process);
         if (!st || st.consecutiveCrashes > 0 || (st.starts > 0 && !st.running))
-          return failed(`it exited before it was ready${because(tail)}`);
+          return failed(`it exited before it was ready${because(first.tail)}`);
         try {
-          if ((await get(`http://127.0.0.1:${v.port}${path}`, s.probeTimeoutMs)).status === 200) break;
+          if ((await get(`${url(first)}${path}`, s.probeTimeoutMs)).status === 200) {
+            first.ready = true;
+            first.readyStarts = st.starts;
+            break;
+          }
         } catch {
           // not listening yet
         }
         if (clock.now() >= deadline)
-          return failed(`it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${because(tail)}`);
+          return failed(`it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${because(first.tail)}`);
         await clock.sleep(s.probeIntervalMs).catch(() => undefined);
       }
       // Ready: route to it, then retire the old one.
       const old = h.current;
       h.current = v;
       h.pending = undefined;
+      h.failure = undefined;
+      h.nextIndex = 1;
+      // A new version proves itself with one replica; the autoscaler takes it from there.
+      h.desired = Math.max(h.desired, 1);
       Object.assign(h.endpoint, {
         runtime: app.manifest.spec.runtime,
         port: v.port,
@@ -198,9 +411,13 @@ export function createAppHost(deps: AppHostDeps): AppHost {
         readinessPath: path,
         generation: h.endpoint.generation + 1,
         starting: false,
+        scaling: effectiveScaling(app.manifest.spec.scaling),
       });
-      deps.log.info({ app: app.name, process: v.process, port: v.port }, 'new version serves');
+      push(app.name);
+      deps.log.info({ app: app.name, process: first.process, port: v.port }, 'new version serves');
       if (old) void retire(old, s.drainDelayMs);
+      ensureHealthLoop();
+      await reconcile(app.name);
       return { ok: true };
     },
 
@@ -219,13 +436,33 @@ export function createAppHost(deps: AppHostDeps): AppHost {
       const h = apps.get(name);
       if (!h) return false;
       apps.delete(name);
+      sink?.setReplicas(name, []);
       await Promise.all([h.current, h.pending].filter((v) => v !== undefined).map((v) => retire(v, 0)));
       return true;
     },
 
     async stopAll() {
+      clearInterval(health);
       await deps.supervisor.stopAll();
       await Promise.all([...draining]);
+    },
+
+    async scale(name, replicas) {
+      const h = apps.get(name);
+      if (!h) return;
+      h.desired = Math.max(0, replicas);
+      await reconcile(name);
+    },
+
+    replicaCounts(name) {
+      const h = apps.get(name);
+      if (!h) return undefined;
+      return { desired: h.desired, ready: (h.current?.replicas ?? []).filter((r) => r.ready).length };
+    },
+
+    watchReplicas(s) {
+      sink = s;
+      for (const name of apps.keys()) push(name);
     },
   };
 }

@@ -1,4 +1,5 @@
 /** How a local app is run: the Python runtime for cortex apps, the app's own entrypoint for custom ones. */
+import { effectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import type { LocalApp } from './app-manifests.ts';
 import type { ProcessSpec } from './spawner.ts';
 
@@ -9,8 +10,16 @@ export function appProcessSpec(
   port: number,
   python: string,
   env: NodeJS.ProcessEnv,
+  /** A file the runtime writes why it could not start into (an import error), as a pod's termination log. */
+  terminationLog?: string,
 ): ProcessSpec {
-  const appEnv: NodeJS.ProcessEnv = { ...env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
+  const appEnv: NodeJS.ProcessEnv = {
+    ...env,
+    PYTHONUNBUFFERED: '1',
+    PYTHONDONTWRITEBYTECODE: '1',
+    // As in a pod: the runtime refuses (429) one call more than the App's replicaConcurrency.
+    APPHOST_MAX_CONCURRENCY: String(effectiveScaling(app.manifest.spec.scaling).replicaConcurrency),
+  };
   for (const v of app.manifest.spec.env ?? []) if (v.value !== undefined) appEnv[v.name] = v.value;
   if (app.manifest.spec.runtime === 'custom') {
     const [command, ...args] = app.manifest.spec.entrypoint ?? [];
@@ -33,6 +42,7 @@ export function appProcessSpec(
       '--grace-seconds',
       String(app.gracePeriodSeconds),
       ...(app.depsDir ? ['--deps-dir', app.depsDir] : []),
+      ...(terminationLog ? ['--termination-log', terminationLog] : []),
     ],
     cwd: app.dir,
     env: appEnv,

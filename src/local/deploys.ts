@@ -24,7 +24,6 @@ import { resolveReplicas } from '../shared/nats/replicas.ts';
 import { type AppHost, createAppHost } from './app-host.ts';
 import type { LocalApp } from './app-manifests.ts';
 import { createLocalTarget } from './deployed-apps.ts';
-import { fetchGet } from './resolver.ts';
 import type { Supervisor } from './supervisor.ts';
 
 /** Bound on a deployed version becoming ready in local mode (then it is stopped and reported). */
@@ -106,6 +105,7 @@ export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDe
       env: deps.env,
       log: deps.log,
       settings: { readyTimeoutMs: LOCAL_ROLLOUT_TIMEOUT_MS },
+      terminationDir: join(deps.stateDir, 'termination'),
     });
     const target = createLocalTarget({
       projectId: deps.projectId,
@@ -115,14 +115,12 @@ export async function startLocalDeploys(deps: LocalDeploysDeps): Promise<LocalDe
       log: deps.log,
       onAppAdded: deps.onAppAdded,
       onAppRemoved: deps.onAppRemoved,
+      // Ready as in a cluster: a serving version with a ready replica, or scaled to zero (the next call starts one).
       isReady: async (name) => {
         const ep = host.endpoint(name);
-        if (!ep || ep.starting) return false;
-        try {
-          return (await fetchGet(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, 1_000)).status === 200;
-        } catch {
-          return false;
-        }
+        const counts = host.replicaCounts(name);
+        if (!ep || ep.starting || !counts) return false;
+        return counts.ready > 0 || counts.desired === 0;
       },
     });
     const deployments = createDeployments({

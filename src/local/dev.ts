@@ -12,11 +12,13 @@ import type { LogSource } from '../management/logs/types.ts';
 import { saveProfile } from '../shared/cli/config-file.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
+import { connectNats } from '../shared/nats/connect.ts';
 import type { ReadinessCheck } from '../shared/ops.ts';
 import type { KeySet } from '../shared/run-tokens.ts';
 import { issueRunToken } from '../shared/run-tokens.ts';
 import { createAppLogs } from './app-logs.ts';
 import { isAppFolder, type LocalApp, loadApp, loadAppsFolder } from './app-manifests.ts';
+import { createLocalAutoscaler } from './autoscaler.ts';
 import { banner, type Credentials, urlHost, writeCredentials } from './credentials.ts';
 import { type LocalDeploys, startLocalDeploys } from './deploys.ts';
 import { startLocalNats } from './nats-server.ts';
@@ -27,6 +29,8 @@ import { loadOrCreateState } from './state.ts';
 import { createSupervisor, type Supervisor } from './supervisor.ts';
 import { watchApps } from './watcher.ts';
 
+/** Bound on the autoscaler's NATS connection at start. */
+export const AUTOSCALER_NATS_CONNECT_TIMEOUT_MS = 20_000;
 /** Loopback, always allowed as webhook targets in local mode. */
 export const LOCAL_WEBHOOK_ALLOW_CIDRS = ['127.0.0.0/8', '::1/128'];
 /** Bound on waiting for every app's runtime to answer its readiness probe before printing the banner. */
@@ -164,6 +168,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     const resolver = createLocalResolver({
       projectId: opts.projectId,
       endpoint: (name) => host.endpoint(name),
+      replicas: host,
       domains: {
         appForHost: async (projectId, hostname) =>
           (await platform?.store.listDomains(projectId))?.find((d) => d.hostname === hostname)?.appName,
@@ -249,6 +254,23 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
           'app not ready yet (its calls answer 503 until it is)',
         );
     }
+    // The same autoscaler as the operator, over the app host's processes (its own NATS connection).
+    const scalerNats = await connectNats({
+      url: natsUrl,
+      name: 'apphost-dev-autoscaler',
+      timeoutMs: AUTOSCALER_NATS_CONNECT_TIMEOUT_MS,
+      log: log.child({ component: 'nats' }),
+    });
+    cleanups.push({ name: 'autoscaler nats', run: () => scalerNats.nc.close() });
+    const autoscaler = createLocalAutoscaler({
+      nc: scalerNats.nc,
+      host,
+      projectId: opts.projectId,
+      log: log.child({ component: 'autoscaler' }),
+      settings: opts.autoscaler,
+    });
+    await autoscaler.start();
+    cleanups.push({ name: 'autoscaler', run: () => autoscaler.stop() });
     await platform.start();
 
     const hostName = urlHost(opts.host);

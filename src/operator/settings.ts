@@ -7,8 +7,13 @@ import { z } from 'zod';
 import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
 import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
-import { DEFAULT_AUTOSCALER_SETTINGS } from './autoscaler/autoscaler.ts';
 import type { AutoscalerLoopSettings } from './autoscaler/loop.ts';
+import {
+  autoscalerEnv,
+  autoscalerSettings,
+  DEFAULT_AUTOSCALER_LOOP_SETTINGS,
+  panicWithinStable,
+} from './autoscaler/settings.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
 import type { BackoffSettings } from './runtime/workqueue.ts';
 
@@ -53,10 +58,7 @@ export interface OperatorSettings {
 /** The cortex runtime image `make images` builds (hack/images/names.ts; checked by image-names.test.ts). */
 export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/apphost/runtime-python:0.1.0';
 
-export const DEFAULT_AUTOSCALER_LOOP_SETTINGS: AutoscalerLoopSettings = {
-  ...DEFAULT_AUTOSCALER_SETTINGS,
-  runsCountTimeoutMs: 2_000,
-};
+export { DEFAULT_AUTOSCALER_LOOP_SETTINGS };
 
 export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
   return {
@@ -121,22 +123,13 @@ export const OperatorEnv = z
     APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(10),
     APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(300, { min: 1, max: 3600 }),
     APPHOST_PRESTOP_DELAY_SECONDS: int(5, { max: 300 }),
-    APPHOST_AUTOSCALER_TICK_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.tickMs, { min: 100 }),
-    APPHOST_AUTOSCALER_STABLE_WINDOW_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.stableWindowMs, { min: 1000 }),
-    APPHOST_AUTOSCALER_PANIC_WINDOW_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.panicWindowMs, { min: 100 }),
-    APPHOST_AUTOSCALER_PANIC_THRESHOLD_PERCENT: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.panicThreshold * 100, {
-      min: 110,
-    }),
-    APPHOST_AUTOSCALER_REPORT_TTL_MS: int(DEFAULT_AUTOSCALER_LOOP_SETTINGS.reportTtlMs, { min: 100 }),
+    ...autoscalerEnv,
   })
   .refine((e) => e.APPHOST_OPERATOR_RENEW_DEADLINE_MS < e.APPHOST_OPERATOR_LEASE_DURATION_MS, {
     path: ['APPHOST_OPERATOR_RENEW_DEADLINE_MS'],
     message: 'must be less than APPHOST_OPERATOR_LEASE_DURATION_MS',
   })
-  .refine((e) => e.APPHOST_AUTOSCALER_PANIC_WINDOW_MS <= e.APPHOST_AUTOSCALER_STABLE_WINDOW_MS, {
-    path: ['APPHOST_AUTOSCALER_PANIC_WINDOW_MS'],
-    message: 'must not be longer than APPHOST_AUTOSCALER_STABLE_WINDOW_MS',
-  });
+  .refine(...panicWithinStable);
 export type OperatorEnv = z.output<typeof OperatorEnv>;
 
 export function readOperatorEnv(env: NodeJS.ProcessEnv): OperatorEnv {
@@ -154,14 +147,7 @@ export function operatorSettings(e: OperatorEnv): OperatorSettings {
     terminationGraceMarginSeconds: e.APPHOST_TERMINATION_GRACE_MARGIN_SECONDS,
     appStartupTimeoutSeconds: e.APPHOST_APP_STARTUP_TIMEOUT_SECONDS,
     preStopDelaySeconds: e.APPHOST_PRESTOP_DELAY_SECONDS,
-    autoscaler: {
-      ...DEFAULT_AUTOSCALER_LOOP_SETTINGS,
-      tickMs: e.APPHOST_AUTOSCALER_TICK_MS,
-      stableWindowMs: e.APPHOST_AUTOSCALER_STABLE_WINDOW_MS,
-      panicWindowMs: e.APPHOST_AUTOSCALER_PANIC_WINDOW_MS,
-      panicThreshold: e.APPHOST_AUTOSCALER_PANIC_THRESHOLD_PERCENT / 100,
-      reportTtlMs: e.APPHOST_AUTOSCALER_REPORT_TTL_MS,
-    },
+    autoscaler: autoscalerSettings(e),
     leaderElection: {
       namespace: e.APPHOST_OPERATOR_NAMESPACE,
       leaseName: e.APPHOST_OPERATOR_LEASE_NAME,

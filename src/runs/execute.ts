@@ -4,7 +4,7 @@
  */
 import type { Dispatcher } from 'undici';
 import type { RunJob } from '../shared/contracts/messaging.ts';
-import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { AppCall, AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError } from '../shared/errors.ts';
 import { callUpstream } from '../shared/http/upstream.ts';
 import { graceMs, type RunOutcome } from './outcome.ts';
@@ -17,6 +17,8 @@ export type AbortReason = typeof TIMEOUT | typeof CANCEL | typeof SHUTDOWN;
 export interface ExecuteDeps {
   resolver: AppResolver;
   dispatcher: Dispatcher;
+  /** Sends the call on a replica slot the worker reserved (the balancer); else straight to the app's upstream. */
+  send?: (call: AppCall) => Promise<Dispatcher.ResponseData>;
   /** Larger response bodies are not kept whole (neither forwarded to a webhook nor kept as the result). */
   maxKeptBodyBytes: number;
   /** Called periodically while the app runs (the JetStream `working()` heartbeat). */
@@ -37,16 +39,7 @@ export async function executeRun(
     abort.signal.aborted ? (abort.signal.reason as AbortReason) : undefined;
   try {
     if (abort.signal.aborted) throw abort.signal.reason;
-    const app = await deps.resolver.resolve(job.projectId, job.appName);
-    if (!app) {
-      return {
-        state: 'failure',
-        error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
-      };
-    }
-    const res = await callUpstream({
-      dispatcher: deps.dispatcher,
-      upstream: app.upstream,
+    const call: AppCall = {
       path: job.path,
       query: job.query,
       headers: job.headers,
@@ -54,7 +47,19 @@ export async function executeRun(
       signal: abort.signal,
       headersTimeoutMs: bound,
       bodyTimeoutMs: 0,
-    });
+    };
+    let res: Dispatcher.ResponseData;
+    if (deps.send) res = await deps.send(call);
+    else {
+      const app = await deps.resolver.resolve(job.projectId, job.appName);
+      if (!app) {
+        return {
+          state: 'failure',
+          error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
+        };
+      }
+      res = await callUpstream({ ...call, dispatcher: deps.dispatcher, upstream: app.upstream });
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of res.body) {

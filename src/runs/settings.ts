@@ -18,6 +18,10 @@ export interface RunWorkerSettings {
   maxResultBytes: number;
   /** Pause after a failed pull (e.g. NATS unreachable) before pulling again. */
   pullErrorBackoffMs: number;
+  /** A run that found no replica slot in time goes back to JetStream for this long (it stays queued). */
+  capacityRetryMs: number;
+  /** A run still without a replica slot this long after it was accepted fails (`queue_timeout`). */
+  maxQueuedMs: number;
 }
 
 export const DEFAULT_RUN_WORKER_SETTINGS: RunWorkerSettings = {
@@ -30,4 +34,6 @@ export const DEFAULT_RUN_WORKER_SETTINGS: RunWorkerSettings = {
   maxWebhookBodyBytes: 768 * 1024,
   maxResultBytes: 256 * 1024,
   pullErrorBackoffMs: 1_000,
+  capacityRetryMs: 5_000,
+  maxQueuedMs: 3_600_000,
 };

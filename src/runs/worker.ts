@@ -15,7 +15,8 @@ import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/messaging.ts';
-import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { AppCall, AppCaller, AppResolver, AppSlot } from '../shared/contracts/seams.ts';
+import { ApiError, ErrorCode } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
@@ -41,6 +42,11 @@ export interface RunWorkerDeps {
   dispatcher?: Dispatcher;
   /** Replicas of RUNS and the run-record bucket (src/shared/nats/replicas.ts); one when not given. */
   replicas?: Replicas;
+  /**
+   * The gateway's balancer: a run takes a replica slot like a sync call (waiting in the app's queue,
+   * or for a replica to start) before it counts as started. Without it, runs go to the app's upstream.
+   */
+  callApp?: AppCaller;
 }
 
 export interface RunWorker {
@@ -49,7 +55,16 @@ export interface RunWorker {
   stop(boundMs: number): Promise<void>;
   /** Runs executing right now. */
   active(): number;
+  /** Runs of the app this worker holds (waiting for a slot or running), for the load report. */
+  held(projectId: string, appName: string): number;
 }
+
+/** Slot errors after which a run stays queued (it goes back to JetStream for a while). */
+const WAIT_AGAIN: ReadonlySet<string> = new Set([
+  ErrorCode.QueueFull,
+  ErrorCode.QueueTimeout,
+  ErrorCode.ColdStartTimeout,
+]);
 
 export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const { nc, log, settings } = deps;
@@ -58,12 +73,19 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
   const metrics = createRunWorkerMetrics(deps.registry);
+  const heartbeatEveryMs = Math.max(Math.floor(settings.ackWaitMs / 3), 100);
 
   let store: RunStore | undefined;
   let completeDeps: CompleteDeps | undefined;
   let cancelSub: Subscription | undefined;
   let pulling: PullLoop | undefined;
   const running = new Map<string, AbortController>();
+  const holding = new Map<string, number>();
+  const hold = (key: string, delta: number) => {
+    const n = (holding.get(key) ?? 0) + delta;
+    if (n > 0) holding.set(key, n);
+    else holding.delete(key);
+  };
 
   async function handle(msg: JsMsg): Promise<void> {
     let job: RunJob;
@@ -105,7 +127,48 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     // Registered before the record says "running", so a cancel announced from then on finds us.
     const abort = new AbortController();
     running.set(job.requestId, abort);
+    const key = `${job.projectId}/${job.appName}`;
+    hold(key, 1);
+    let slot: AppSlot | undefined;
     try {
+      // A replica slot first: waiting for capacity (or a cold start) is not an execution.
+      if (deps.callApp) {
+        const app = await deps.resolver.resolve(job.projectId, job.appName);
+        if (!app) {
+          await complete({
+            state: 'failure',
+            error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
+          });
+          return;
+        }
+        const beat = setInterval(() => msg.working(), heartbeatEveryMs);
+        try {
+          slot = await deps.callApp.reserve(app, abort.signal);
+        } catch (err) {
+          if (abort.signal.aborted) {
+            msg.nak();
+            return;
+          }
+          const code = err instanceof ApiError ? err.code : undefined;
+          const waited = clock.now() - Date.parse(job.acceptedAt);
+          if (code && WAIT_AGAIN.has(code) && !(waited >= settings.maxQueuedMs)) {
+            runLog.info({ code }, 'no replica slot yet; the run stays queued');
+            msg.nak(settings.capacityRetryMs);
+            return;
+          }
+          if (code && (WAIT_AGAIN.has(code) || code === ErrorCode.AppStartFailed)) {
+            const message =
+              code === ErrorCode.AppStartFailed
+                ? (err as ApiError).message
+                : `no replica of the app took the run within ${Math.round(settings.maxQueuedMs / 1000)} s of its acceptance`;
+            await complete({ state: 'failure', error: { code, message } });
+            return;
+          }
+          throw err;
+        } finally {
+          clearInterval(beat);
+        }
+      }
       const rec = await s.update(job.projectId, job.appName, job.requestId, (cur) =>
         startRun(cur, job, now()),
       );
@@ -120,12 +183,14 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       const started = clock.now();
       let outcome: RunOutcome | undefined;
       try {
+        const reserved = slot;
         outcome = await executeRun(job, abort, {
           resolver: deps.resolver,
           dispatcher,
+          ...(reserved ? { send: (call: AppCall) => reserved.call(call) } : {}),
           maxKeptBodyBytes: Math.max(settings.maxWebhookBodyBytes, settings.maxResultBytes),
           heartbeat: () => msg.working(),
-          heartbeatEveryMs: Math.max(Math.floor(settings.ackWaitMs / 3), 100),
+          heartbeatEveryMs,
         });
       } finally {
         metrics.active.dec();
@@ -138,7 +203,10 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       metrics.duration.observe({ state: outcome.state }, (clock.now() - started) / 1000);
       await complete(outcome);
     } finally {
+      // Unused (the run was not started, or ended before its call): back to the app's pool.
+      slot?.release();
       running.delete(job.requestId);
+      hold(key, -1);
     }
   }
 
@@ -209,5 +277,6 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     },
 
     active: () => running.size,
+    held: (projectId, appName) => holding.get(`${projectId}/${appName}`) ?? 0,
   };
 }

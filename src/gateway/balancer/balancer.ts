@@ -65,6 +65,7 @@ export interface Balancer {
   find(projectId: string, appName: string): AppPool | undefined;
   setReplicas(projectId: string, appName: string, replicas: readonly Replica[]): void;
   setStartFailure(projectId: string, appName: string, failure: StartFailure | undefined): void;
+  replicaLoad(projectId: string, appName: string): Record<string, number>;
   /** Forgets an app (deleted): its waiting calls fail with `err`. */
   remove(projectId: string, appName: string, err: unknown): void;
   /** This process's load per app since the last call (apps with nothing to say are left out). */
@@ -145,6 +146,7 @@ export function createBalancer(settings: BalancerSettings, deps: BalancerDeps = 
       else failures.delete(key);
       entries.get(key)?.pool.setStartFailure(failure);
     },
+    replicaLoad: (projectId, appName) => entries.get(poolKey(projectId, appName))?.pool.replicaLoad() ?? {},
     remove(projectId, appName, err) {
       const key = poolKey(projectId, appName);
       entries.get(key)?.pool.close(err);

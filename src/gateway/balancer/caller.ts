@@ -6,12 +6,12 @@
  */
 import type { Dispatcher } from 'undici';
 import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
-import type { AppCaller, ResolvedApp } from '../../shared/contracts/seams.ts';
+import type { AppCall, AppCaller, ResolvedApp } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { callUpstream } from '../../shared/http/upstream.ts';
 import type { Balancer } from './balancer.ts';
 import { type Attempt, placeCall, REFUSED_HEADER, Refusal } from './place.ts';
-import type { Lease } from './pool.ts';
+import type { AppPool, Lease } from './pool.ts';
 
 /** Connection failures where nothing reached the app (so retrying cannot run the function twice). */
 const NOT_CONNECTED = new Set([
@@ -51,7 +51,7 @@ export interface AppCallerDeps {
 
 export function createAppCaller(deps: AppCallerDeps): AppCaller {
   const { balancer } = deps;
-  return async (app: ResolvedApp, call) => {
+  const poolOf = (app: ResolvedApp) => {
     const pool = balancer.pool(app.projectId, app.appName, app.scaling ?? effectiveScaling(undefined));
     if (!deps.replicasReported) {
       balancer.setReplicas(
@@ -61,6 +61,9 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
       );
       balancer.setStartFailure(app.projectId, app.appName, app.startFailure);
     }
+    return pool;
+  };
+  const send = async (pool: AppPool, call: AppCall, first?: Lease): Promise<Dispatcher.ResponseData> => {
     const attempt = async (lease: Lease): Promise<Attempt<Dispatcher.ResponseData>> => {
       let res: Dispatcher.ResponseData;
       try {
@@ -77,9 +80,28 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
     };
     const { value: res, lease } = await placeCall(pool, balancer.settings, attempt, {
       ...(call.signal ? { signal: call.signal } : {}),
+      ...(first ? { first } : {}),
     });
     if (res.body.destroyed || res.body.closed) lease.release();
     else res.body.once('close', () => lease.release());
     return res;
   };
+  const caller = (async (app: ResolvedApp, call: AppCall) => send(poolOf(app), call)) as AppCaller;
+  caller.reserve = async (app, signal) => {
+    const pool = poolOf(app);
+    const lease = await pool.acquire(signal ? { signal } : {});
+    let used = false;
+    return {
+      call: (call) => {
+        if (used) throw new Error('a slot is used once');
+        used = true;
+        return send(pool, call, lease);
+      },
+      release: () => {
+        if (!used) lease.release();
+        used = true;
+      },
+    };
+  };
+  return caller;
 }

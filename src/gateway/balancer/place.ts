@@ -25,8 +25,9 @@ export const REFUSED_HEADER = 'x-apphost-refused';
 export type Attempt<T> = { value: T } | { refused: Refusal; detail?: string };
 
 /**
- * Runs `attempt` on a replica until one takes the call. On `{value}` the lease stays held: the caller
- * releases it when the call is over (the end of a stream). If `attempt` throws, the lease is released.
+ * Runs `attempt` on a replica until one takes the call (on `first` first, a slot already taken). On
+ * `{value}` the lease stays held: the caller releases it when the call is over (the end of a stream).
+ * If `attempt` throws, the lease is released.
  */
 export async function placeCall<T>(
   pool: AppPool,
@@ -35,17 +36,21 @@ export async function placeCall<T>(
     'capacityBlockMs' | 'unreachableBlockMs' | 'maxRetries' | 'queueTimeoutMs' | 'retryAfterSeconds'
   >,
   attempt: (lease: Lease) => Promise<Attempt<T>>,
-  opts: { signal?: AbortSignal; now?: () => number } = {},
+  opts: { signal?: AbortSignal; now?: () => number; first?: Lease } = {},
 ): Promise<{ value: T; lease: Lease }> {
   const now = opts.now ?? Date.now;
   let retries = 0;
   let deadline: number | undefined;
   let last: { refused: Refusal; detail?: string } | undefined;
+  let first = opts.first;
   for (;;) {
-    const lease = await pool.acquire({
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      ...(deadline !== undefined ? { requeue: { deadline } } : {}),
-    });
+    const lease =
+      first ??
+      (await pool.acquire({
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        ...(deadline !== undefined ? { requeue: { deadline } } : {}),
+      }));
+    first = undefined;
     let result: Attempt<T>;
     try {
       result = await attempt(lease);

@@ -206,6 +206,13 @@ export class AppPool {
     };
   }
 
+  /** Calls in flight per ready replica id. */
+  replicaLoad(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const r of this.#replicas) out[r.id] = r.inflight;
+    return out;
+  }
+
   /** Calls in flight and waiting, and ready replicas, without touching the report's average. */
   stats(): { inflight: number; queued: number; ready: number } {
     return { inflight: this.#inflight, queued: this.#queue.length, ready: this.#replicas.length };

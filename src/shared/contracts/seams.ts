@@ -42,6 +42,8 @@ export interface Replica {
 export interface ReplicaSink {
   setReplicas(projectId: string, appName: string, replicas: readonly Replica[]): void;
   setStartFailure(projectId: string, appName: string, failure: StartFailure | undefined): void;
+  /** Calls in flight per replica id, so whoever removes replicas can pick idle ones. */
+  replicaLoad?(projectId: string, appName: string): Record<string, number>;
 }
 
 export interface AppResolver {
@@ -74,4 +76,18 @@ export interface AppCall {
  * to start, within bounds) and answers with its response; the slot is held until the response body
  * closes. Used by the gateway for sync calls and by the run worker for async runs alike.
  */
-export type AppCaller = (app: ResolvedApp, call: AppCall) => Promise<Dispatcher.ResponseData>;
+export interface AppCaller {
+  (app: ResolvedApp, call: AppCall): Promise<Dispatcher.ResponseData>;
+  /**
+   * Waits for a slot (queue, cold start) without sending anything: the run worker takes one before it
+   * marks a run as started, so waiting for capacity never counts as an execution.
+   */
+  reserve(app: ResolvedApp, signal?: AbortSignal): Promise<AppSlot>;
+}
+
+export interface AppSlot {
+  /** Sends the call on the reserved slot (a refusal is retried elsewhere); held until the body closes. */
+  call(call: AppCall): Promise<Dispatcher.ResponseData>;
+  /** Gives the slot back unused. */
+  release(): void;
+}

@@ -5,7 +5,12 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AppResolver, ReplicaSink, ResolvedApp } from '../../../src/shared/contracts/seams.ts';
+import type {
+  AppResolver,
+  ReplicaSink,
+  ResolvedApp,
+  StartFailure,
+} from '../../../src/shared/contracts/seams.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -87,6 +92,8 @@ export async function closeServer(server: Server): Promise<void> {
  */
 export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
   set(appName: string, urls: string[]): void;
+  /** Reports that the app cannot start (as the cluster resolver does from the App's status). */
+  fail(appName: string, failure: StartFailure | undefined): void;
 } {
   const sinks: ReplicaSink[] = [];
   const current = new Map<string, string[]>();
@@ -113,6 +120,9 @@ export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
     set(appName, urls) {
       current.set(appName, urls);
       for (const sink of sinks) push(sink, appName, urls);
+    },
+    fail(appName, failure) {
+      for (const sink of sinks) sink.setStartFailure(apps[0]?.projectId ?? '', appName, failure);
     },
   };
 }

@@ -121,6 +121,8 @@ beforeAll(async () => {
   worker = createRunWorker({
     nc,
     resolver,
+    // As in a gateway process: runs take replica slots through the gateway's balancer.
+    callApp: gateway.callApp,
     log: silentLogger(),
     registry: workerRegistry,
     settings: {
