@@ -212,10 +212,10 @@ describe('apphost dev (e2e)', () => {
     await stream.text();
     // A second version of hello served; stream kept its first process.
     expect(dev.output()).toMatch(
-      /"app":"hello","process":"hello@\d+".*"msg":"new version serves"[\s\S]*"app":"hello","process":"hello@\d+".*"msg":"new version serves"/,
+      /"app":"hello","process":"hello@\d+#0".*"msg":"new version serves"[\s\S]*"app":"hello","process":"hello@\d+#0".*"msg":"new version serves"/,
     );
     expect(
-      dev.output().match(/"app":"stream","process":"stream@\d+".*"msg":"new version serves"/g),
+      dev.output().match(/"app":"stream","process":"stream@\d+#0".*"msg":"new version serves"/g),
     ).toHaveLength(1);
   });
 
