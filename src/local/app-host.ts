@@ -393,7 +393,9 @@ export function createAppHost(deps: AppHostDeps): AppHost {
           // not listening yet
         }
         if (clock.now() >= deadline)
-          return failed(`it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${because(first.tail)}`);
+          return failed(
+            `it was not ready within ${Math.round(s.readyTimeoutMs / 1000)} s${because(first.tail)}`,
+          );
         await clock.sleep(s.probeIntervalMs).catch(() => undefined);
       }
       // Ready: route to it, then retire the old one.

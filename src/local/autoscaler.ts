@@ -10,7 +10,7 @@ import {
   type AutoscalerLoop,
   type AutoscalerLoopSettings,
   createAutoscalerLoop,
-} from '../operator/autoscaler/loop.ts';
+} from '../autoscaler/loop.ts';
 import type { Logger } from '../shared/log.ts';
 import type { AppHost } from './app-host.ts';
 

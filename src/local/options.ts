@@ -5,11 +5,11 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DNS_LABEL } from '../apis/names.ts';
 import { z } from 'zod';
-import { configPath } from '../shared/cli/config-file.ts';
+import type { AutoscalerLoopSettings } from '../autoscaler/loop.ts';
+import { autoscalerEnv, autoscalerSettings, panicWithinStable } from '../autoscaler/settings.ts';
 import type { BalancerSettings } from '../gateway/balancer/balancer.ts';
 import { balancerEnv, balancerSettings } from '../gateway/config.ts';
-import type { AutoscalerLoopSettings } from '../operator/autoscaler/loop.ts';
-import { autoscalerEnv, autoscalerSettings, panicWithinStable } from '../operator/autoscaler/settings.ts';
+import { configPath } from '../shared/cli/config-file.ts';
 import { readEnv } from '../shared/settings.ts';
 
 export interface DevOptions {

@@ -7,13 +7,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { type App, type DomainAssignment, PROJECT_LABEL } from '../apis/v1alpha1/types.ts';
+import type { AutoscalerLoop } from '../autoscaler/loop.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { appHandlers, ownedHandlers, podAppKey, podHandlers, slimPod } from './app/controller.ts';
 import { createAppReconciler } from './app/reconciler.ts';
 import { MANAGED_SELECTOR } from './app/resources/labels.ts';
 import { createAutoscalerController } from './autoscaler/controller.ts';
-import type { AutoscalerLoop } from './autoscaler/loop.ts';
 import {
   appToDomainHandlers,
   domainHandlers,

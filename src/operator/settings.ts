@@ -4,16 +4,16 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
-import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
-import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
-import type { AutoscalerLoopSettings } from './autoscaler/loop.ts';
+import type { AutoscalerLoopSettings } from '../autoscaler/loop.ts';
 import {
   autoscalerEnv,
   autoscalerSettings,
   DEFAULT_AUTOSCALER_LOOP_SETTINGS,
   panicWithinStable,
-} from './autoscaler/settings.ts';
+} from '../autoscaler/settings.ts';
+import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
+import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
+import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
 import type { BackoffSettings } from './runtime/workqueue.ts';
 

@@ -15,18 +15,21 @@ const ALLOWED: Record<string, readonly string[]> = {
   webhooks: ['apis', 'shared'],
   runs: ['apis', 'shared', 'webhooks'],
   builds: ['apis', 'shared'],
-  operator: ['apis', 'shared'],
+  // The autoscaler's decision and loop, run by the operator (Deployments) and by apphost dev (processes).
+  autoscaler: ['apis', 'shared'],
+  operator: ['apis', 'shared', 'autoscaler'],
   gateway: ['apis', 'shared', 'runs', 'webhooks'],
   // The dashboard is part of the management API's server: mounted by it, built on its store and handlers.
   dashboard: ['apis', 'shared', 'management'],
   management: ['apis', 'shared', 'runs', 'webhooks', 'builds', 'dashboard'],
-  local: ['apis', 'shared', 'webhooks', 'runs', 'builds', 'gateway', 'dashboard', 'management'],
+  local: ['apis', 'shared', 'webhooks', 'runs', 'builds', 'autoscaler', 'gateway', 'dashboard', 'management'],
   cli: [
     'apis',
     'shared',
     'webhooks',
     'runs',
     'builds',
+    'autoscaler',
     'operator',
     'gateway',
     'dashboard',

@@ -8,17 +8,17 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { Gauge, type Registry } from 'prom-client';
 import { deploymentReplicas, effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
 import type { App } from '../../apis/v1alpha1/types.ts';
-import type { Logger } from '../../shared/log.ts';
-import { POD_DELETION_COST } from '../app/controller.ts';
-import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { type Deployment, type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
-import { type AppDecision, describeDecision } from './autoscaler.ts';
+import { type AppDecision, describeDecision } from '../../autoscaler/autoscaler.ts';
 import {
   type AutoscaledApp,
   type AutoscalerLoop,
   type AutoscalerLoopSettings,
   createAutoscalerLoop,
-} from './loop.ts';
+} from '../../autoscaler/loop.ts';
+import type { Logger } from '../../shared/log.ts';
+import { POD_DELETION_COST } from '../app/controller.ts';
+import { type EventRecorder, EventType } from '../runtime/events.ts';
+import { type Deployment, type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
 
 export { POD_DELETION_COST };
 export const AutoscalerEventReason = { Scaled: 'Scaled' } as const;

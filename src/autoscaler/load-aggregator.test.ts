@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AppLoad, LoadReport } from '../../shared/contracts/scaling.ts';
+import type { AppLoad, LoadReport } from '../shared/contracts/scaling.ts';
 import { LoadAggregator, observedConcurrency } from './load-aggregator.ts';
 
 const load = (appName: string, over: Partial<AppLoad> = {}): AppLoad => ({

@@ -1,6 +1,6 @@
 /** The autoscaler's variables (docs/scaling.md), read by the operator and by `apphost dev`. */
 import { z } from 'zod';
-import { int } from '../../shared/settings.ts';
+import { int } from '../shared/settings.ts';
 import { DEFAULT_AUTOSCALER_SETTINGS } from './autoscaler.ts';
 import type { AutoscalerLoopSettings } from './loop.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
+import { effectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import { Autoscaler, DEFAULT_AUTOSCALER_SETTINGS, describeDecision, type ScaledApp } from './autoscaler.ts';
 import { ScaleReason } from './decider.ts';
 

@@ -7,15 +7,15 @@
  */
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
-import { RUNS_STREAM } from '../../shared/contracts/messaging.ts';
+import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
+import { RUNS_STREAM } from '../shared/contracts/messaging.ts';
 import {
   LOAD_SUBJECTS,
   LoadReportSchema,
   WAKE_SUBJECTS,
   WakeRequestSchema,
-} from '../../shared/contracts/scaling.ts';
-import type { Logger } from '../../shared/log.ts';
+} from '../shared/contracts/scaling.ts';
+import type { Logger } from '../shared/log.ts';
 import { type AppDecision, Autoscaler, type AutoscalerSettings, describeDecision } from './autoscaler.ts';
 
 export interface AutoscaledApp {

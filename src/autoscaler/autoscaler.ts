@@ -4,7 +4,7 @@
  * records one sample and returns the pure decider's answer. The operator (Deployments) and local mode
  * (runtime processes) drive it the same way; only what they do with the answer differs.
  */
-import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
+import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import {
   DEFAULT_DECIDER_SETTINGS,
   type DeciderSettings,

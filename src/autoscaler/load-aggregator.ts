@@ -3,7 +3,7 @@
  * not heard from for `ttlMs` is dropped, so a dead gateway stops counting within that bound.
  * Times are the receiver's clock (never the reporter's), so clock skew between hosts does not matter.
  */
-import type { AppLoad, LoadReport } from '../../shared/contracts/scaling.ts';
+import type { AppLoad, LoadReport } from '../shared/contracts/scaling.ts';
 
 export interface AppTotals {
   /** In-flight + queued calls, each reporter's time-average summed. */

@@ -13,7 +13,7 @@
  *
  * All state the decision needs is in `DeciderState`, passed in and returned: no clock, no I/O.
  */
-import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
+import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 
 export interface DeciderSettings {
   /** Averaging window for the normal decision. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
+import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import {
   type DeciderState,
   decide,
