@@ -67,7 +67,7 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_MAX_QUEUED_MS: int(W.maxQueuedMs, { min: 1_000 }),
   ...balancerEnv,
   APPHOST_GATEWAY_ROUTING: z.enum(['endpoints', 'service']).default('endpoints'),
-  APPHOST_CLUSTER_DOMAIN: text('cluster.local'),
+  APPHOST_CLUSTER_DOMAIN: optionalText(),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 

@@ -1,5 +1,8 @@
 /** `apphost gateway`: the run endpoint and (unless APPHOST_RUN_WORKER=false) the async run worker. */
+
+import { clusterDomain } from '../shared/kube/cluster-domain.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
+import { readResolvConf } from '../shared/kube/resolv-conf.ts';
 import { createLogger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { parseGatewayEnv } from './config.ts';
@@ -24,7 +27,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     kc,
     log: resolverLog,
     routing: cfg.APPHOST_GATEWAY_ROUTING,
-    clusterDomain: cfg.APPHOST_CLUSTER_DOMAIN,
+    clusterDomain: clusterDomain(cfg.APPHOST_CLUSTER_DOMAIN, readResolvConf),
     ...(functions ? { functions } : {}),
   });
   await resolver.start();

@@ -4,7 +4,9 @@
  */
 import { connect } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { clusterDomain } from '../shared/kube/cluster-domain.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
+import { readResolvConf } from '../shared/kube/resolv-conf.ts';
 import { createLogger } from '../shared/log.ts';
 import { natsClientOptions } from '../shared/nats/url.ts';
 import { startOpsServer } from '../shared/ops.ts';
@@ -17,7 +19,10 @@ export const NATS_CONNECT_TIMEOUT_MS = 10_000;
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const e = readOperatorEnv(env);
-  const settings = operatorSettings(e);
+  const settings = {
+    ...operatorSettings(e),
+    clusterDomain: clusterDomain(e.APPHOST_CLUSTER_DOMAIN, readResolvConf),
+  };
   const log = createLogger({ name: 'apphost-operator', level: e.APPHOST_LOG_LEVEL });
   const kc = loadKubeConfig(e.KUBECONFIG);
 

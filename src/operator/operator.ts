@@ -102,6 +102,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     metrics,
     log,
     reconcile: createAppReconciler({
+      clusterDomain: s.clusterDomain,
       apps: { get: (ns, n) => apps.get(ns, n) },
       deployments: { get: (ns, n) => deployments.get(ns, n) },
       services: { get: (ns, n) => services.get(ns, n) },

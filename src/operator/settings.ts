@@ -11,6 +11,7 @@ import {
   DEFAULT_AUTOSCALER_LOOP_SETTINGS,
   panicWithinStable,
 } from '../autoscaler/settings.ts';
+import { DEFAULT_CLUSTER_DOMAIN } from '../shared/kube/cluster-domain.ts';
 import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
 import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
@@ -34,6 +35,8 @@ export interface OperatorSettings {
   appStartupTimeoutSeconds: number;
   /** preStop pause of App pods, covering endpoint propagation to the gateways (0 = none). */
   preStopDelaySeconds: number;
+  /** The cluster's DNS domain, for App URLs (APPHOST_CLUSTER_DOMAIN, else the pod's resolv.conf). */
+  clusterDomain: string;
   leaderElection: LeaderElectionSettings;
   /** Only watch and reconcile this namespace (single-tenant installs, tests); all namespaces when unset. */
   watchNamespace: string | undefined;
@@ -71,6 +74,7 @@ export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {
     terminationGraceMarginSeconds: 10,
     appStartupTimeoutSeconds: 300,
     preStopDelaySeconds: 5,
+    clusterDomain: DEFAULT_CLUSTER_DOMAIN,
     leaderElection: {
       namespace: 'apphost-system',
       leaseName: 'apphost-operator',
@@ -123,6 +127,7 @@ export const OperatorEnv = z
     APPHOST_TERMINATION_GRACE_MARGIN_SECONDS: int(10),
     APPHOST_APP_STARTUP_TIMEOUT_SECONDS: int(300, { min: 1, max: 3600 }),
     APPHOST_PRESTOP_DELAY_SECONDS: int(5, { max: 300 }),
+    APPHOST_CLUSTER_DOMAIN: optionalText(),
     ...autoscalerEnv,
   })
   .refine((e) => e.APPHOST_OPERATOR_RENEW_DEADLINE_MS < e.APPHOST_OPERATOR_LEASE_DURATION_MS, {

@@ -38,6 +38,8 @@ export interface AppReconcilerDeps {
   client: Pick<KubeClient, 'get' | 'apply' | 'mergePatch'>;
   events: EventRecorder;
   settings: DeploymentSettings;
+  /** The cluster's DNS domain, for `status.url` (cluster.local by default). */
+  clusterDomain?: string;
   clock: Clock;
   log: Logger;
 }
@@ -116,7 +118,7 @@ export function createAppReconciler(
     // Gone or going: the garbage collector removes what we own through the owner references.
     if (!app || app.metadata.deletionTimestamp) return undefined;
     const now = kubeTime(deps.clock.now());
-    const url = appUrl(app);
+    const url = appUrl(app, deps.clusterDomain);
     let deployment: Deployment | undefined;
     try {
       // The caches hold only objects labelled as ours; one missing there may still exist unlabelled

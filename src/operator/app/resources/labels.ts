@@ -1,5 +1,6 @@
 /** Names and labels of the objects made for an App. */
 import { type App, HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR } from '../../../apis/v1alpha1/types.ts';
+import { DEFAULT_CLUSTER_DOMAIN } from '../../../shared/kube/cluster-domain.ts';
 import type { OwnerReference } from '../../runtime/kube-client.ts';
 
 /** Selects everything we manage (informers watch only these). */
@@ -38,6 +39,6 @@ export function appOwnerReference(app: App): OwnerReference {
 }
 
 /** The in-cluster URL the gateway proxies to (the App's Service, port 80). */
-export function appUrl(app: App): string {
-  return `http://${app.metadata.name}.${app.metadata.namespace}.svc.cluster.local`;
+export function appUrl(app: App, clusterDomain = DEFAULT_CLUSTER_DOMAIN): string {
+  return `http://${app.metadata.name}.${app.metadata.namespace}.svc.${clusterDomain}`;
 }
