@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { asyncAccept } from './async-accept.ts';
 import { operatorConvergence } from './operator.ts';
+import { scaling } from './scaling.ts';
 import { streaming } from './streaming.ts';
 import type { BenchContext, Benchmark } from './support/context.ts';
 import { type LoadGenerator, pickLoadGenerator } from './support/load.ts';
@@ -23,6 +24,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   streaming,
   webhooks,
   operator: operatorConvergence,
+  scaling,
 };
 
 const int = (def: number, min: number) => z.coerce.number().int().min(min).default(def);

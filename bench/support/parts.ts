@@ -116,6 +116,8 @@ export interface Parts {
   gateway(): Promise<GatewayChild>;
   /** Another gateway process with its run worker on (default settings); the caller stops it. */
   workerGateway(): Promise<GatewayChild>;
+  /** A gateway whose calls bypass the balancer (APPHOST_BENCH_LIMITER=off): the limiter's baseline. */
+  gatewayNoLimiter(): Promise<GatewayChild>;
   /** A run token for PROJECT, valid for the whole run. */
   token(): Promise<string>;
   stop(): Promise<void>;
@@ -175,7 +177,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return { url, port, proc };
   });
 
-  const startGateway = async (name: string, worker: boolean): Promise<GatewayChild> => {
+  const startGateway = async (name: string, worker: boolean, limiter = true): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
     const app: ResolvedApp = {
       projectId: PROJECT,
@@ -199,6 +201,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         APPHOST_RUN_TOKEN_KEYS_FILE: k.file,
         APPHOST_RUN_WORKER: String(worker),
         APPHOST_BENCH_APPS: JSON.stringify([app]),
+        ...(limiter ? {} : { APPHOST_BENCH_LIMITER: 'off' }),
       },
       'listening ',
       logDir,
@@ -214,6 +217,12 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return g;
   });
 
+  const gatewayNoLimiter = once(async () => {
+    const g = await startGateway('gateway-no-limiter', false, false);
+    stops.push(() => g.proc.stop(STOP_GRACE_MS));
+    return g;
+  });
+
   const token = once(async () =>
     issueRunToken((await keys()).set, PROJECT, new Date(Date.now() + 6 * 3600_000)),
   );
@@ -224,6 +233,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     runtime,
     gateway,
     workerGateway: () => startGateway('gateway-worker', true),
+    gatewayNoLimiter,
     token,
     async stop() {
       for (const s of stops.reverse()) await s().catch(() => {});

@@ -55,6 +55,8 @@ export interface GatewayDeps {
    * default settings by default. The resolver reports replicas into it when it can.
    */
   balancer?: Balancer;
+  /** Calls apps some other way than through the balancer (the benchmark's "limiter off" baseline). */
+  callApp?: AppCaller;
   /** Run records; opened from RUNS_BUCKET on first use by default. */
   runStore?: RunStore;
 }
@@ -85,11 +87,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
   const balancer = deps.balancer ?? createObservedBalancer(DEFAULT_BALANCER_SETTINGS, deps.registry);
   deps.resolver.watchReplicas?.(balancer);
-  const callApp = createAppCaller({
-    balancer,
-    dispatcher,
-    replicasReported: deps.resolver.watchReplicas !== undefined,
-  });
+  const callApp =
+    deps.callApp ??
+    createAppCaller({
+      balancer,
+      dispatcher,
+      replicasReported: deps.resolver.watchReplicas !== undefined,
+    });
   const js = jetstream(deps.nc);
 
   let storePromise: Promise<RunStore> | undefined = deps.runStore

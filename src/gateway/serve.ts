@@ -11,7 +11,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
-import type { AppResolver } from '../shared/contracts/seams.ts';
+import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
 import { listen } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import { connectNats } from '../shared/nats/connect.ts';
@@ -66,6 +66,8 @@ export async function serveGateway(opts: {
   env: GatewayEnv;
   resolver: AppResolver;
   log: Logger;
+  /** Replaces the balancer's caller (benchmarks only). */
+  callApp?: AppCaller;
 }): Promise<GatewayProcess> {
   const { env, resolver, log } = opts;
   const registry = new Registry();
@@ -131,6 +133,7 @@ export async function serveGateway(opts: {
     registry,
     settings: gatewaySettings(env),
     balancer,
+    ...(opts.callApp ? { callApp: opts.callApp } : {}),
   });
   const worker = env.APPHOST_RUN_WORKER
     ? createRunWorker({
