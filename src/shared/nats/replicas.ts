@@ -7,7 +7,8 @@
  * turns R1 into R3 in place: JetStream copies the data to the new peers). Lowering needs an explicit
  * setting, so a server that is briefly missing from the cluster never shrinks a stream.
  */
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { JetStreamManager, StreamInfo } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
@@ -64,16 +65,50 @@ export function resolveReplicas(setting: ReplicasSetting, nc: Pick<NatsConnectio
   return { count: setting, lower: true };
 }
 
-/** Brings stream `name` (a KV bucket is stream `KV_<bucket>`) to `replicas`; a no-op when it has them. */
+/**
+ * Bound on waiting for a stream whose replicas changed to have a leader and every copy caught up.
+ * Reads right after a change can otherwise meet a stream still electing its leader.
+ */
+export const STREAM_CATCH_UP_MS = 30_000;
+const CATCH_UP_POLL_MS = 200;
+
+/** Whether every replica JetStream lists for the stream is current, under an elected leader. */
+export function replicasCaughtUp(info: Pick<StreamInfo, 'cluster' | 'config'>, want: number): boolean {
+  if (want <= 1) return true;
+  const cluster = info.cluster;
+  if (!cluster?.leader) return false;
+  const peers = cluster.replicas ?? [];
+  return peers.length === want - 1 && peers.every((p) => p.current);
+}
+
+/**
+ * Brings stream `name` (a KV bucket is stream `KV_<bucket>`) to `replicas`; a no-op when it has them.
+ * After a change it waits, up to `catchUpMs`, for the new copies to be current, so the stream serves
+ * reads when this returns; past the bound it logs and returns (the leader still serves).
+ */
 export async function ensureStreamReplicas(
   jsm: JetStreamManager,
   name: string,
   replicas: Replicas,
   log?: Logger,
+  catchUpMs = STREAM_CATCH_UP_MS,
 ): Promise<void> {
   const info = await jsm.streams.info(name);
   const have = info.config.num_replicas || 1;
   if (have === replicas.count || (have > replicas.count && !replicas.lower)) return;
   await jsm.streams.update(name, { ...info.config, num_replicas: replicas.count });
   log?.info({ stream: name, from: have, to: replicas.count }, 'changed the replicas of a JetStream stream');
+  const deadline = Date.now() + catchUpMs;
+  for (;;) {
+    const now = await jsm.streams.info(name).catch(() => undefined);
+    if (now && replicasCaughtUp(now, replicas.count)) return;
+    if (Date.now() >= deadline) {
+      log?.warn(
+        { stream: name, replicas: replicas.count, boundMs: catchUpMs },
+        'the new replicas of a JetStream stream are not caught up yet; going on',
+      );
+      return;
+    }
+    await sleep(CATCH_UP_POLL_MS);
+  }
 }
