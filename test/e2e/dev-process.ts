@@ -146,6 +146,12 @@ export async function startDevProcess(opts: {
       },
       DEV_START_TIMEOUT_MS,
     );
+    // The banner is printed before the file is written, but our pipe may not have read it yet.
+    await until(
+      'the banner on stdout',
+      () => (output.includes('Ctrl-C stops everything.') ? true : undefined),
+      DEV_START_TIMEOUT_MS,
+    );
     if (child.pid !== undefined) for (const pid of descendants(child.pid)) seen.add(pid);
     return {
       child,
