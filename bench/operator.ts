@@ -17,13 +17,9 @@ import { Agent, request } from 'undici';
 import type { App } from '../src/apis/v1alpha1/types.ts';
 import { MANAGED_SELECTOR } from '../src/operator/app/resources/labels.ts';
 import { createOperator } from '../src/operator/operator.ts';
-import {
-  createHttpKubeClient,
-  type KubeClient,
-  type KubeObject,
-  Resources,
-} from '../src/operator/runtime/kube-client.ts';
 import { defaultOperatorSettings } from '../src/operator/settings.ts';
+import { createKubeClient, type KubeClient } from '../src/shared/kube/client.ts';
+import { type KubeObject, Resources } from '../src/shared/kube/objects.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { binaryPath } from '../test/harness/binaries.ts';
 import { type ControlPlane, startControlPlane } from '../test/harness/controlplane.ts';
@@ -194,7 +190,11 @@ export async function operatorConvergence(ctx: BenchContext): Promise<void> {
     await applyCrds(cp);
     const kc = new KubeConfig();
     kc.loadFromString(cp.kubeconfigYaml);
-    const client = createHttpKubeClient(kc, { requestTimeoutMs: 60_000, watchIdleTimeoutMs: 300_000 });
+    const client = createKubeClient(kc, {
+      fieldManager: 'apphost-bench',
+      requestTimeoutMs: 60_000,
+      watchIdleTimeoutMs: 300_000,
+    });
     for (const n of settings.operatorApps) {
       const namespace = `bench-op-${n}-${randomBytes(3).toString('hex')}`;
       await client.create(Resources.Namespace, {

@@ -9,6 +9,17 @@ import type { Registry } from 'prom-client';
 import { type App, type DomainAssignment, PROJECT_LABEL } from '../apis/v1alpha1/types.ts';
 import type { AutoscalerLoop } from '../autoscaler/loop.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
+import { createKubeClient, type KubeClient } from '../shared/kube/client.ts';
+import { createInformer, type Informer, type InformerHandlers, objectKey } from '../shared/kube/informer.ts';
+import {
+  type Deployment,
+  type Ingress,
+  type KubeObject,
+  type ObjectWithMeta,
+  type Pod,
+  Resources,
+  type Service,
+} from '../shared/kube/objects.ts';
 import type { Logger } from '../shared/log.ts';
 import { appHandlers, ownedHandlers, podAppKey, podHandlers, slimPod } from './app/controller.ts';
 import { createAppReconciler } from './app/reconciler.ts';
@@ -24,18 +35,6 @@ import { createDomainReconciler } from './domainassignment/reconciler.ts';
 import { type Controller, createController } from './runtime/controller.ts';
 import { createEventRecorder } from './runtime/events.ts';
 import { combineHandlers } from './runtime/handlers.ts';
-import { createInformer, type Informer, type InformerHandlers, objectKey } from './runtime/informer.ts';
-import {
-  createHttpKubeClient,
-  type Deployment,
-  type Ingress,
-  type KubeClient,
-  type KubeObject,
-  type ObjectWithMeta,
-  type Pod,
-  Resources,
-  type Service,
-} from './runtime/kube-client.ts';
 import { createLeaderElector } from './runtime/leader-election.ts';
 import { createOperatorMetrics } from './runtime/metrics.ts';
 import type { OperatorSettings } from './settings.ts';
@@ -65,6 +64,9 @@ export interface OperatorDeps {
   nc?: NatsConnection | Promise<NatsConnection>;
 }
 
+/** The field manager of the operator's writes (server-side apply ownership). */
+export const FIELD_MANAGER = 'apphost-operator';
+
 /** Bound on the first list of every watched type before start() gives up. */
 export const CACHE_SYNC_TIMEOUT_MS = 60_000;
 
@@ -74,7 +76,8 @@ export function createOperator(deps: OperatorDeps): Operator {
   const metrics = createOperatorMetrics(deps.registry);
   const client =
     deps.client ??
-    createHttpKubeClient(deps.kc, {
+    createKubeClient(deps.kc, {
+      fieldManager: FIELD_MANAGER,
       requestTimeoutMs: s.requestTimeoutMs,
       watchIdleTimeoutMs: s.watchIdleTimeoutMs,
       onWrite: (verb, type) => metrics.writes.inc({ verb, resource: type.plural }),

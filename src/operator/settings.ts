@@ -11,12 +11,12 @@ import {
   DEFAULT_AUTOSCALER_LOOP_SETTINGS,
   panicWithinStable,
 } from '../autoscaler/settings.ts';
+import type { BackoffSettings } from '../shared/backoff.ts';
 import { DEFAULT_CLUSTER_DOMAIN } from '../shared/kube/cluster-domain.ts';
 import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
 import { DEFAULT_ARTIFACT_FETCH } from './app/resources/deployment.ts';
 import type { LeaderElectionSettings } from './runtime/leader-election.ts';
-import type { BackoffSettings } from './runtime/workqueue.ts';
 
 export interface OperatorSettings {
   /** Image for `cortex` Apps that name none (the runtime base image). */

@@ -1,9 +1,9 @@
 /** Wiring for Apps: which informer events enqueue which App keys. */
 import type { V1Container } from '@kubernetes/client-node';
 import type { App } from '../../apis/v1alpha1/types.ts';
-import type { InformerHandlers } from '../runtime/informer.ts';
-import { objectKey } from '../runtime/informer.ts';
-import type { ObjectWithMeta, Pod } from '../runtime/kube-client.ts';
+import type { InformerHandlers } from '../../shared/kube/informer.ts';
+import { objectKey } from '../../shared/kube/informer.ts';
+import type { ObjectWithMeta, Pod } from '../../shared/kube/objects.ts';
 import { APP_LABEL } from './resources/labels.ts';
 
 /** The App that controls an owned object (Deployment, Service), by its controller owner reference. */

@@ -2,7 +2,7 @@ import type { V1ContainerStatus, V1PodCondition } from '@kubernetes/client-node'
 import { describe, expect, it } from 'vitest';
 import { AppReadyReason } from '../../apis/v1alpha1/app-reasons.ts';
 import type { Condition } from '../../apis/v1alpha1/types.ts';
-import type { Pod } from '../runtime/kube-client.ts';
+import type { Pod } from '../../shared/kube/objects.ts';
 import { slimPod } from './controller.ts';
 import { MAX_TERMINATION_MESSAGE_CHARS, podFailureCause } from './pod-causes.ts';
 

@@ -10,7 +10,7 @@
 import type { V1ContainerStateTerminated, V1ContainerStatus } from '@kubernetes/client-node';
 import { AppReadyReason } from '../../apis/v1alpha1/app-reasons.ts';
 import type { Condition } from '../../apis/v1alpha1/types.ts';
-import type { Pod } from '../runtime/kube-client.ts';
+import type { Pod } from '../../shared/kube/objects.ts';
 
 export interface PodCause {
   reason: AppReadyReason;

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../apis/v1alpha1/types.ts';
+import type { Deployment, KubeObject, Pod, Service } from '../../shared/kube/objects.ts';
+import { Resources } from '../../shared/kube/objects.ts';
+import { createFakeKubeClient } from '../../shared/kube/testing/fake-kube-client.ts';
 import { silentLogger } from '../../shared/log.ts';
-import type { Deployment, KubeObject, Pod, Service } from '../runtime/kube-client.ts';
-import { Resources } from '../runtime/kube-client.ts';
-import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
+import { createFakeEventRecorder } from '../runtime/testing/fake-events.ts';
 import { createAppReconciler } from './reconciler.ts';
 import { makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';

@@ -4,20 +4,20 @@
  */
 import type { App, AppStatus } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
-import type { Logger } from '../../shared/log.ts';
-import { findCondition, kubeTime } from '../runtime/conditions.ts';
-import type { ReconcileResult } from '../runtime/controller.ts';
-import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
-import { type EventRecorder, EventType } from '../runtime/events.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 import {
   type Deployment,
-  type KubeClient,
   type ObjectWithMeta,
   type Pod,
   Resources,
   type ResourceType,
   type Service,
-} from '../runtime/kube-client.ts';
+} from '../../shared/kube/objects.ts';
+import type { Logger } from '../../shared/log.ts';
+import { findCondition, kubeTime } from '../runtime/conditions.ts';
+import type { ReconcileResult } from '../runtime/controller.ts';
+import { firstDifference, isInPlace } from '../runtime/desired-state.ts';
+import { type EventRecorder, EventType } from '../runtime/events.ts';
 import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import { POD_CAUSE_REASONS } from './pod-causes.ts';
 import { type DeploymentSettings, makeDeployment } from './resources/deployment.ts';

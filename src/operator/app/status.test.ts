@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Deployment } from '../runtime/kube-client.ts';
+import type { Deployment } from '../../shared/kube/objects.ts';
 import { AppReason, deploymentReadiness, sameReconciledStatus } from './status.ts';
 
 const deployment = (replicas: number): Deployment =>

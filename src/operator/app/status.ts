@@ -7,9 +7,9 @@
 import type { V1DeploymentStatus } from '@kubernetes/client-node';
 import { AppReadyReason } from '../../apis/v1alpha1/app-reasons.ts';
 import type { App, AppStatus, Condition } from '../../apis/v1alpha1/types.ts';
+import type { Deployment, Pod } from '../../shared/kube/objects.ts';
 import { findCondition, setCondition } from '../runtime/conditions.ts';
 import { canonicalJson } from '../runtime/desired-state.ts';
-import type { Deployment, Pod } from '../runtime/kube-client.ts';
 import { podFailureCause } from './pod-causes.ts';
 
 export const ConditionType = { Ready: 'Ready' } as const;

@@ -15,10 +15,11 @@ import {
   type AutoscalerLoopSettings,
   createAutoscalerLoop,
 } from '../../autoscaler/loop.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { type Deployment, type KubeObject, Resources } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
 import { POD_DELETION_COST } from '../app/controller.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { type Deployment, type KubeClient, type KubeObject, Resources } from '../runtime/kube-client.ts';
 
 export { POD_DELETION_COST };
 export const AutoscalerEventReason = { Scaled: 'Scaled' } as const;

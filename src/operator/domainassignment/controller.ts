@@ -1,8 +1,8 @@
 /** Wiring for DomainAssignments: which informer events enqueue which DomainAssignment keys. */
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
-import type { InformerHandlers } from '../runtime/informer.ts';
-import { objectKey } from '../runtime/informer.ts';
-import type { ObjectWithMeta } from '../runtime/kube-client.ts';
+import type { InformerHandlers } from '../../shared/kube/informer.ts';
+import { objectKey } from '../../shared/kube/informer.ts';
+import type { ObjectWithMeta } from '../../shared/kube/objects.ts';
 import { DOMAIN_ASSIGNMENT_ANNOTATION } from './resources/ingress.ts';
 
 export function domainHandlers(

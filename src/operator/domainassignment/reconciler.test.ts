@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
+import { type Ingress, type KubeObject, Resources, type Service } from '../../shared/kube/objects.ts';
+import { createFakeKubeClient } from '../../shared/kube/testing/fake-kube-client.ts';
 import { silentLogger } from '../../shared/log.ts';
-import { type Ingress, type KubeObject, Resources, type Service } from '../runtime/kube-client.ts';
-import { createFakeEventRecorder, createFakeKubeClient } from '../runtime/testing/fake-kube-client.ts';
+import { createFakeEventRecorder } from '../runtime/testing/fake-events.ts';
 import { createDomainReconciler } from './reconciler.ts';
 import { ingressName, LEGACY_FINALIZER, makeIngress } from './resources/ingress.ts';
 

@@ -7,6 +7,9 @@
  */
 import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { isNotFound } from '../../shared/kube/errors.ts';
+import { type Ingress, Resources, type Service } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
 import { type Lister, splitKey } from '../app/reconciler.ts';
 import { sameStatus } from '../app/status.ts';
@@ -14,13 +17,6 @@ import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import {
-  type Ingress,
-  isNotFound,
-  type KubeClient,
-  Resources,
-  type Service,
-} from '../runtime/kube-client.ts';
 import { writeStatusIfChanged } from '../runtime/status-writer.ts';
 import {
   DOMAIN_ASSIGNMENT_ANNOTATION,

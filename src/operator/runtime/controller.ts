@@ -3,10 +3,12 @@
  * informer handlers; while the controller is not running (not the leader) they are dropped, and a
  * new leader starts by enqueueing everything it has cached.
  */
+
+import type { BackoffSettings } from '../../shared/backoff.ts';
+import { isConflict } from '../../shared/kube/errors.ts';
 import type { Logger } from '../../shared/log.ts';
-import { isConflict } from './kube-client.ts';
 import type { OperatorMetrics } from './metrics.ts';
-import { type BackoffSettings, createWorkQueue, type WorkQueue } from './workqueue.ts';
+import { createWorkQueue, type WorkQueue } from './workqueue.ts';
 
 export interface ReconcileResult {
   /** Look again after this long even without an event (e.g. while waiting for a rollout). */

@@ -4,7 +4,7 @@
  * and the hash of our last applied intent, so a field we stop setting is also noticed.
  */
 import { createHash } from 'node:crypto';
-import type { ObjectWithMeta } from './kube-client.ts';
+import type { ObjectWithMeta } from '../../shared/kube/objects.ts';
 
 /** Annotation holding the hash of what we last applied. */
 export const APPLIED_HASH_ANNOTATION = 'apphost.dev/applied-hash';

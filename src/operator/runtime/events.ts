@@ -4,8 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { type ObjectWithMeta, Resources } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
-import { type KubeClient, type ObjectWithMeta, Resources } from './kube-client.ts';
 
 export const EventType = { Normal: 'Normal', Warning: 'Warning' } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];

@@ -1,6 +1,6 @@
 /** Fans one informer's events out to several handler sets. */
-import type { InformerHandlers } from './informer.ts';
-import type { ObjectWithMeta } from './kube-client.ts';
+import type { InformerHandlers } from '../../shared/kube/informer.ts';
+import type { ObjectWithMeta } from '../../shared/kube/objects.ts';
 
 export function combineHandlers<T extends ObjectWithMeta>(
   ...sets: InformerHandlers<T>[]

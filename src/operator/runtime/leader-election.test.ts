@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../shared/clock.ts';
+import type { Lease } from '../../shared/kube/objects.ts';
+import { createFakeKubeClient } from '../../shared/kube/testing/fake-kube-client.ts';
 import { silentLogger } from '../../shared/log.ts';
-import type { Lease } from './kube-client.ts';
+import { waitUntil } from '../../shared/testing/wait.ts';
 import { createLeaderElector, type LeaderElectionSettings, microTime } from './leader-election.ts';
-import { createFakeKubeClient } from './testing/fake-kube-client.ts';
-import { waitUntil } from './testing/wait.ts';
 
 const settings = (identity: string, releaseOnStop = true): LeaderElectionSettings => ({
   namespace: 'ns',

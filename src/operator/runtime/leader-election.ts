@@ -6,8 +6,10 @@
  * `renewDeadlineMs` steps down before anyone else may take over.
  */
 import type { Clock } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { isConflict } from '../../shared/kube/errors.ts';
+import { type Lease, type LeaseSpec, Resources } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
-import { isConflict, type KubeClient, type Lease, type LeaseSpec, Resources } from './kube-client.ts';
 
 export interface LeaderElectionSettings {
   namespace: string;

@@ -1,4 +1,6 @@
-import { isNotFound, type KubeClient, type ObjectWithMeta, type ResourceType } from './kube-client.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { isNotFound } from '../../shared/kube/errors.ts';
+import type { ObjectWithMeta, ResourceType } from '../../shared/kube/objects.ts';
 
 /**
  * Writes `status` through the status subresource only when it differs from what the object already

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay, createWorkQueue } from './workqueue.ts';
+import { backoffDelay } from '../../shared/backoff.ts';
+import { createWorkQueue } from './workqueue.ts';
 
 const backoff = { baseDelayMs: 10, maxDelayMs: 80 };
 

@@ -3,20 +3,8 @@
  * is never processed concurrently (a re-add while busy runs it again afterwards), and failures
  * come back after a per-key exponential backoff, so one broken object never blocks the others.
  */
+import { type BackoffSettings, backoffDelay } from '../../shared/backoff.ts';
 import type { Clock } from '../../shared/clock.ts';
-
-export interface BackoffSettings {
-  /** First retry delay after a failed reconcile. */
-  baseDelayMs: number;
-  /** Upper bound of the retry delay. */
-  maxDelayMs: number;
-}
-
-/** base * 2^(failures-1), capped: the delay before the `failures`-th retry. */
-export function backoffDelay(failures: number, s: BackoffSettings): number {
-  if (failures <= 0) return 0;
-  return Math.min(s.maxDelayMs, s.baseDelayMs * 2 ** Math.min(failures - 1, 30));
-}
 
 export interface WorkQueue {
   add(key: string): void;

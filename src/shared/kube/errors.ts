@@ -1,7 +1,7 @@
 /**
- * One taxonomy for Kubernetes API errors, whichever client raised them (client-node's ApiException,
- * a watch ERROR event, our KubeClient): `kubeStatusOf` reads the HTTP status and the Status reason,
- * `isNotFound`/`isConflict`/`isGone` classify, and `kubeErrorToApiError` is the one mapping to the
+ * One taxonomy for Kubernetes API errors, whichever part of client-node raised them (an ApiException of
+ * its typed or object APIs, its Watch, a watch ERROR event turned into a KubeApiError by our client):
+ * `kubeStatusOf` reads the HTTP status and the Status reason, `isNotFound`/`isConflict`/`isGone` classify, and `kubeErrorToApiError` is the one mapping to the
  * platform's error codes (faas-netes style, pkg/handlers/errors.go): NotFound/Gone → 404,
  * AlreadyExists/Conflict → 409, Invalid → 422, BadRequest → 400, TooManyRequests/503/504 → 502 (retry),
  * anything else → 500. Forbidden is 500, not 403: it means our own RBAC is missing, not that the caller
@@ -38,11 +38,15 @@ function statusBody(body: unknown): { reason?: string; message?: string } {
   return typeof body === 'object' && body !== null ? (body as { reason?: string; message?: string }) : {};
 }
 
-/** The status of a Kubernetes API error (KubeApiError, or client-node's ApiException `{code, body}`). */
+/**
+ * The status of a Kubernetes API error: a KubeApiError, client-node's ApiException `{code, body}`, or
+ * the error client-node's Watch reports for a refused watch request (`{statusCode}`, no body).
+ */
 export function kubeStatusOf(err: unknown): KubeStatus {
   if (err instanceof KubeApiError) return { code: err.statusCode, reason: err.reason, message: err.message };
-  const e = err as { code?: unknown; body?: unknown } | undefined;
-  const code = typeof e?.code === 'number' ? e.code : undefined;
+  const e = err as { code?: unknown; statusCode?: unknown; body?: unknown } | undefined;
+  const code =
+    typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
   const body = code === undefined ? {} : statusBody(e?.body);
   return { code, reason: body.reason, message: body.message };
 }

@@ -7,12 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App, Condition } from '../../../src/apis/v1alpha1/types.ts';
-import {
-  type KubeClient,
-  type KubeEvent,
-  type KubeObject,
-  Resources,
-} from '../../../src/operator/runtime/kube-client.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
+import { type KubeEvent, type KubeObject, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import {
   applyCrds,

@@ -6,14 +6,14 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../../src/apis/v1alpha1/types.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
 import {
   type Deployment,
-  type KubeClient,
   type KubeEvent,
   type KubeObject,
   Resources,
   type Service,
-} from '../../../src/operator/runtime/kube-client.ts';
+} from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import {
   applyCrds,

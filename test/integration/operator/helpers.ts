@@ -6,14 +6,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
 import { createOperator, type Operator } from '../../../src/operator/operator.ts';
-import {
-  createHttpKubeClient,
-  type KubeClient,
-  Resources,
-  type Service,
-} from '../../../src/operator/runtime/kube-client.ts';
 import type { LeaderElectionSettings } from '../../../src/operator/runtime/leader-election.ts';
 import { defaultOperatorSettings, type OperatorSettings } from '../../../src/operator/settings.ts';
+import { createKubeClient, type KubeClient } from '../../../src/shared/kube/client.ts';
+import { Resources, type Service } from '../../../src/shared/kube/objects.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { binaryPath } from '../../harness/binaries.ts';
 import { waitFor } from '../../harness/process.ts';
@@ -31,7 +27,11 @@ export async function kubectl(...args: string[]): Promise<{ stdout: string; stde
 export { applyProjectCrds as applyCrds } from '../../harness/crds.ts';
 
 export function testClient(kc: KubeConfig): KubeClient {
-  return createHttpKubeClient(kc, { requestTimeoutMs: 30_000, watchIdleTimeoutMs: 120_000 });
+  return createKubeClient(kc, {
+    fieldManager: 'apphost-test',
+    requestTimeoutMs: 30_000,
+    watchIdleTimeoutMs: 120_000,
+  });
 }
 
 export interface TestOperator {

@@ -3,12 +3,8 @@
  * vanishing without handing the Lease back) the other takes over and reconciles.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type KubeClient,
-  type KubeObject,
-  type Lease,
-  Resources,
-} from '../../../src/operator/runtime/kube-client.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
+import { type KubeObject, type Lease, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
 

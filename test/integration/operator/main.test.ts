@@ -4,7 +4,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type KubeClient, type Lease, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
+import { type Lease, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { freePort } from '../../harness/process.ts';
 import { applyCrds, eventually, testClient } from './helpers.ts';

@@ -5,12 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../../src/apis/v1alpha1/types.ts';
-import {
-  type KubeClient,
-  type KubeObject,
-  type Pod,
-  Resources,
-} from '../../../src/operator/runtime/kube-client.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
+import { type KubeObject, type Pod, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { applyCrds, eventually, type TestOperator, testClient, testOperator } from './helpers.ts';
 

@@ -9,7 +9,8 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DomainAssignment } from '../../../src/apis/v1alpha1/types.ts';
 import { ingressName, LEGACY_FINALIZER } from '../../../src/operator/domainassignment/resources/ingress.ts';
-import { type Ingress, type KubeClient, Resources } from '../../../src/operator/runtime/kube-client.ts';
+import type { KubeClient } from '../../../src/shared/kube/client.ts';
+import { type Ingress, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import {
   applyCrds,

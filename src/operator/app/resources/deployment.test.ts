@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../../apis/v1alpha1/types.ts';
+import type { Deployment } from '../../../shared/kube/objects.ts';
 import { APPLIED_HASH_ANNOTATION } from '../../runtime/desired-state.ts';
-import type { Deployment } from '../../runtime/kube-client.ts';
 import { hardenPod, makeDeployment } from './deployment.ts';
 import { makeService } from './service.ts';
 

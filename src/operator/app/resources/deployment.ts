@@ -2,8 +2,8 @@
 import type { V1Container, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { deploymentReplicas, effectiveScaling } from '../../../apis/v1alpha1/scaling.ts';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
+import type { Deployment } from '../../../shared/kube/objects.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { Deployment } from '../../runtime/kube-client.ts';
 import { type ArtifactFetchSettings, artifactPodParts } from './artifacts.ts';
 import {
   appLabels,

@@ -1,7 +1,7 @@
 /** Names and labels of the objects made for an App. */
 import { type App, HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR } from '../../../apis/v1alpha1/types.ts';
 import { DEFAULT_CLUSTER_DOMAIN } from '../../../shared/kube/cluster-domain.ts';
-import type { OwnerReference } from '../../runtime/kube-client.ts';
+import type { OwnerReference } from '../../../shared/kube/objects.ts';
 
 /** Selects everything we manage (informers watch only these). */
 export { HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR };

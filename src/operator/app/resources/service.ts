@@ -1,7 +1,7 @@
 /** The Service in front of an App's pods: port 80 named http → the container's port. */
 import type { App } from '../../../apis/v1alpha1/types.ts';
+import type { Service } from '../../../shared/kube/objects.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { Service } from '../../runtime/kube-client.ts';
 import { containerPort } from './deployment.ts';
 import { appLabels, appOwnerReference, appSelector, HTTP_PORT_NAME, SERVICE_PORT } from './labels.ts';
 

@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { DomainAssignment } from '../../../apis/v1alpha1/types.ts';
+import type { Ingress, Service } from '../../../shared/kube/objects.ts';
 import { MANAGED_BY } from '../../app/resources/labels.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
-import type { Ingress, Service } from '../../runtime/kube-client.ts';
 
 export interface IngressSettings {
   gatewayNamespace: string;

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../../shared/log.ts';
+import { silentLogger } from '../log.ts';
+import { waitUntil } from '../testing/wait.ts';
+import type { KubeClient, WatchEvent } from './client.ts';
+import { KubeApiError } from './errors.ts';
 import { createInformer } from './informer.ts';
-import { KubeApiError, type KubeClient, type KubeObject, type WatchEvent } from './kube-client.ts';
-import { waitUntil } from './testing/wait.ts';
+import type { KubeObject } from './objects.ts';
 
 const type = { apiVersion: 'v1', kind: 'Thing', plural: 'things', namespaced: true };
 const obj = (name: string, rv: string): KubeObject => ({

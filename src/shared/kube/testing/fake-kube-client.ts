@@ -2,16 +2,9 @@
  * An in-memory KubeClient for reconciler table tests: records every write and can be told to fail
  * a verb on a resource. Not a model of the API server (no defaulting, no watches).
  */
-
-import type { EventRecorder } from '../events.ts';
-import {
-  KubeApiError,
-  type KubeClient,
-  type KubeObject,
-  type ObjectRef,
-  type ObjectWithMeta,
-  type ResourceType,
-} from '../kube-client.ts';
+import type { KubeClient } from '../client.ts';
+import { KubeApiError } from '../errors.ts';
+import type { KubeObject, ObjectRef, ObjectWithMeta, ResourceType } from '../objects.ts';
 
 export interface RecordedWrite {
   verb: string;
@@ -114,23 +107,6 @@ export function createFakeKubeClient(): FakeKubeClient {
     async delete(type, ref) {
       write('delete', type, ref.name, undefined);
       return store.delete(key(type, ref));
-    },
-  };
-}
-
-export interface RecordedEvent {
-  object: string;
-  type: string;
-  reason: string;
-  message: string;
-}
-
-export function createFakeEventRecorder(): EventRecorder & { events: RecordedEvent[] } {
-  const events: RecordedEvent[] = [];
-  return {
-    events,
-    async record(obj, type, reason, message) {
-      events.push({ object: `${obj.kind}/${obj.metadata.name}`, type, reason, message });
     },
   };
 }

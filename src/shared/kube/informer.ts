@@ -1,12 +1,16 @@
 /**
- * List-then-watch cache of one resource type (cluster-wide unless a namespace is given). The watch
- * restarts from the last seen resourceVersion, relists when that version is gone (410), backs off
+ * List-then-watch cache of one resource type (cluster-wide unless a namespace is given), on a KubeClient.
+ * The operator's controllers and the gateway's resolver use it (client-node's informer has no transform,
+ * index, resync or sync wait). The watch restarts from the last seen resourceVersion (after the server
+ * ends it or it was idle), relists when that version is gone (410), backs off
  * exponentially on errors, and every `resyncPeriodMs` hands every cached object to `onResync` so a
  * missed event can never leave an object unreconciled for long.
  */
-import type { Logger } from '../../shared/log.ts';
-import { isGone, type KubeClient, type ObjectWithMeta, type ResourceType } from './kube-client.ts';
-import { type BackoffSettings, backoffDelay } from './workqueue.ts';
+import { type BackoffSettings, backoffDelay } from '../backoff.ts';
+import type { Logger } from '../log.ts';
+import type { KubeClient } from './client.ts';
+import { isGone } from './errors.ts';
+import type { ObjectWithMeta, ResourceType } from './objects.ts';
 
 export interface InformerSettings {
   resyncPeriodMs: number;

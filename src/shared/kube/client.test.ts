@@ -1,0 +1,104 @@
+/**
+ * The bounds and failure paths of the shared KubeClient, against API servers that hang or fail — faults
+ * the real one does not produce on demand. The rest of the client is tested against the real API
+ * server (test/integration/kube/client.test.ts).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Watch } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createKubeClient } from './client.ts';
+import { kubeConfigFromString } from './config.ts';
+import { isGone } from './errors.ts';
+import { Resources } from './objects.ts';
+
+let server: Server | undefined;
+afterEach(async () => {
+  const s = server;
+  server = undefined;
+  if (!s) return;
+  s.closeAllConnections();
+  await new Promise((r) => s.close(r));
+});
+
+/**
+ * An API server that never answers a request, and answers a watch with headers and then `watchBody`
+ * (nothing by default) without ever ending it.
+ */
+async function hangingServer(watchBody = ''): Promise<{ url: string; requests: string[] }> {
+  const requests: string[] = [];
+  const s = createServer((req, res) => {
+    requests.push(req.url ?? '');
+    if (req.url?.includes('watch=true')) {
+      res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
+      if (watchBody) res.write(watchBody);
+    }
+  });
+  server = s;
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, requests };
+}
+
+const kubeconfig = (server: string) =>
+  kubeConfigFromString(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+
+const client = (url: string, bounds: { requestTimeoutMs: number; watchIdleTimeoutMs: number }) =>
+  createKubeClient(kubeconfig(url), { fieldManager: 'test', ...bounds });
+
+describe('KubeClient bounds and failures', () => {
+  it('gives up on a request the server never answers, with a TimeoutError', async () => {
+    const { url, requests } = await hangingServer();
+    const c = client(url, { requestTimeoutMs: 200, watchIdleTimeoutMs: 60_000 });
+    await expect(c.get(Resources.App, { namespace: 'n', name: 'a' })).rejects.toMatchObject({
+      name: 'TimeoutError',
+    });
+    // Addressed from its ResourceType: no discovery request went first.
+    expect(requests).toEqual(['/apis/apphost.dev/v1alpha1/namespaces/n/apps/a']);
+  });
+
+  it('ends a watch that stays silent for the idle bound (it resolves, so the informer reopens it)', async () => {
+    const { url, requests } = await hangingServer();
+    const c = client(url, { requestTimeoutMs: 60_000, watchIdleTimeoutMs: 200 });
+    await c.watch(Resources.Pod, {
+      namespace: 'n',
+      resourceVersion: '5',
+      timeoutSeconds: 300,
+      signal: new AbortController().signal,
+      onEvent: () => undefined,
+    });
+    expect(requests).toHaveLength(1);
+    const watched = new URL(`http://x${requests[0]}`);
+    expect(watched.pathname).toBe('/api/v1/namespaces/n/pods');
+    expect(Object.fromEntries(watched.searchParams)).toMatchObject({
+      watch: 'true',
+      allowWatchBookmarks: 'true',
+      resourceVersion: '5',
+      timeoutSeconds: '300',
+    });
+  });
+
+  it('ends a watch with the error of an ERROR event (a Gone version makes the informer relist)', async () => {
+    const status = { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' };
+    const { url } = await hangingServer(`${JSON.stringify({ type: 'ERROR', object: status })}\n`);
+    const c = client(url, { requestTimeoutMs: 60_000, watchIdleTimeoutMs: 60_000 });
+    const watching = c.watch(Resources.Pod, {
+      resourceVersion: '1',
+      timeoutSeconds: 300,
+      signal: new AbortController().signal,
+      onEvent: () => undefined,
+    });
+    await expect(watching).rejects.toSatisfy(isGone);
+  });
+
+  it("relies on client-node's Watch keeping its idle bound in `requestTimeoutMs` (the one private field set)", () => {
+    const watch = new Watch(kubeconfig('http://127.0.0.1:1'));
+    // biome-ignore lint/complexity/useLiteralKeys: the private field the client sets
+    expect(watch['requestTimeoutMs']).toBe(30_000);
+  });
+});
