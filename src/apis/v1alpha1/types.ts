@@ -17,6 +17,9 @@ export const MANAGED_BY = 'apphost-operator';
 export const MANAGED_SELECTOR = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
 /** The Service port (and EndpointSlice port) name of every App. */
 export const HTTP_PORT_NAME = 'http';
+/** Every pod of an App carries this label (value: the App's name); its code runs in this container. */
+export const APP_LABEL = 'apphost.dev/app';
+export const APP_CONTAINER_NAME = 'app';
 
 export const Runtime = { Cortex: 'cortex', Custom: 'custom' } as const;
 export type Runtime = (typeof Runtime)[keyof typeof Runtime];

@@ -6,13 +6,10 @@
  */
 import { Writable } from 'node:stream';
 import { CoreV1Api, type KubeConfig, Log, type LogOptions } from '@kubernetes/client-node';
-import { PROJECT_LABEL } from '../../apis/v1alpha1/types.ts';
+import { APP_CONTAINER_NAME, APP_LABEL, PROJECT_LABEL } from '../../apis/v1alpha1/types.ts';
+import { kubeErrorToApiError, kubeStatusOf } from '../../shared/kube/errors.ts';
 import { mergeByTime, parseKubeletLine } from './parse.ts';
 import type { LogLine, LogQuery, LogSource } from './types.ts';
-
-/** The operator's pod label and container name (src/operator/app/resources/labels.ts: APP_LABEL, CONTAINER_NAME). */
-export const APP_LABEL = 'apphost.dev/app';
-export const APP_CONTAINER = 'app';
 
 export interface KubeLogSettings {
   /** Bytes read from one pod for a non-follow read (the newest are kept via tailLines). */
@@ -60,13 +57,10 @@ class LineWriter extends Writable {
 
 /** A replica whose logs cannot be read is shown, not skipped: one line says why (e.g. still starting). */
 export function unavailable(pod: string, err: unknown): LogLine {
-  const e = err as { code?: unknown; body?: { message?: unknown }; message?: string };
+  const { code, message } = kubeStatusOf(err);
   const why =
-    typeof e?.body?.message === 'string'
-      ? e.body.message
-      : typeof e?.code === 'number'
-        ? `the Kubernetes API answered ${e.code}`
-        : (e?.message ?? String(err));
+    message ??
+    (code !== undefined ? `the Kubernetes API answered ${code}` : ((err as Error)?.message ?? String(err)));
   return { replica: pod, message: `apphost: no logs from this replica: ${why}` };
 }
 
@@ -77,14 +71,23 @@ export function createKubeLogSource(
   const core = kc.makeApiClient(CoreV1Api);
   const logs = new Log(kc);
 
+  // A failed lookup is answered like every other Kubernetes failure of the API (shared/kube/errors.ts).
   async function namespaceOf(projectId: string): Promise<string | undefined> {
-    const list = await core.listNamespace({ labelSelector: `${PROJECT_LABEL}=${projectId}` });
-    return list.items[0]?.metadata?.name;
+    try {
+      const list = await core.listNamespace({ labelSelector: `${PROJECT_LABEL}=${projectId}` });
+      return list.items[0]?.metadata?.name;
+    } catch (err) {
+      throw kubeErrorToApiError(err, `project ${projectId}`);
+    }
   }
 
   async function podsOf(namespace: string, appName: string): Promise<string[]> {
-    const list = await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${appName}` });
-    return list.items.map((p) => p.metadata?.name).filter((n): n is string => Boolean(n));
+    try {
+      const list = await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${appName}` });
+      return list.items.map((p) => p.metadata?.name).filter((n): n is string => Boolean(n));
+    } catch (err) {
+      throw kubeErrorToApiError(err, `the replicas of app ${appName}`);
+    }
   }
 
   const options = (q: LogQuery, now: number): LogOptions => ({
@@ -115,7 +118,7 @@ export function createKubeLogSource(
               w.once('finish', () => resolve(lines));
               w.once('error', reject);
               logs
-                .log(namespace, pod, APP_CONTAINER, w, {
+                .log(namespace, pod, APP_CONTAINER_NAME, w, {
                   ...options(q, Date.now()),
                   limitBytes: settings.limitBytesPerPod,
                 })
@@ -150,7 +153,7 @@ export function createKubeLogSource(
           waiters,
         );
         try {
-          const ac = await logs.log(namespace, pod, APP_CONTAINER, w, {
+          const ac = await logs.log(namespace, pod, APP_CONTAINER_NAME, w, {
             ...options(query, Date.now()),
             follow: true,
           });

@@ -1,12 +1,18 @@
 /** Names and labels of the objects made for an App. */
-import { type App, HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR } from '../../../apis/v1alpha1/types.ts';
+import {
+  APP_CONTAINER_NAME,
+  APP_LABEL,
+  type App,
+  HTTP_PORT_NAME,
+  MANAGED_BY,
+  MANAGED_SELECTOR,
+} from '../../../apis/v1alpha1/types.ts';
 import { DEFAULT_CLUSTER_DOMAIN } from '../../../shared/kube/cluster-domain.ts';
 import type { OwnerReference } from '../../../shared/kube/objects.ts';
 
 /** Selects everything we manage (informers watch only these). */
-export { HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR };
-export const APP_LABEL = 'apphost.dev/app';
-export const CONTAINER_NAME = 'app';
+export { APP_LABEL, HTTP_PORT_NAME, MANAGED_BY, MANAGED_SELECTOR };
+export const CONTAINER_NAME = APP_CONTAINER_NAME;
 /** The port the cortex runtime listens on inside the pod. */
 export const CORTEX_PORT = 8080;
 export const SERVICE_PORT = 80;
