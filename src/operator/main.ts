@@ -2,13 +2,12 @@
  * `apphost operator`: reads the environment, builds the real dependencies, starts the operator and
  * its ops server (/healthz, /readyz, /metrics), and stops gracefully on SIGTERM.
  */
-import { connect } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clusterDomain } from '../shared/kube/cluster-domain.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
 import { readResolvConf } from '../shared/kube/resolv-conf.ts';
 import { createLogger } from '../shared/log.ts';
-import { natsClientOptions } from '../shared/nats/url.ts';
+import { connectNats, type NatsHandle } from '../shared/nats/connect.ts';
 import { startOpsServer } from '../shared/ops.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
 import { createOperator } from './operator.ts';
@@ -29,21 +28,21 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // Not awaited: the operator reconciles while NATS is away; the autoscaler starts once connected.
-  const nc = connect({
-    ...natsClientOptions(e.NATS_URL),
+  const nats = connectNats({
+    url: e.NATS_URL,
     name: 'apphost-operator',
-    maxReconnectAttempts: -1,
+    timeoutMs: NATS_CONNECT_TIMEOUT_MS,
     waitOnFirstConnect: true,
-    timeout: NATS_CONNECT_TIMEOUT_MS,
+    log,
   });
-  let connected: Awaited<typeof nc> | undefined;
-  nc.then(
-    (c) => {
-      connected = c;
+  let connected: NatsHandle | undefined;
+  nats.then(
+    (h) => {
+      connected = h;
     },
     (err: unknown) => log.error({ err }, 'NATS unreachable: Apps are not autoscaled'),
   );
-  const operator = createOperator({ kc, log, registry, settings, nc });
+  const operator = createOperator({ kc, log, registry, settings, nc: nats.then((h) => h.nc) });
   const ops = await startOpsServer({
     port: e.APPHOST_OPS_PORT,
     registry,
@@ -52,7 +51,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   onShutdownSignal(log, settings.shutdownTimeoutMs, [
     { name: 'drain', run: async () => ops.drain() },
     { name: 'operator', run: () => operator.stop() },
-    { name: 'nats', run: async () => connected?.close() },
+    { name: 'nats', run: async () => connected?.nc.close() },
     { name: 'ops server', run: () => ops.close() },
   ]);
   log.info({ opsPort: ops.port(), identity: settings.leaderElection.identity }, 'operator starting');

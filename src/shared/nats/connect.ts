@@ -19,8 +19,13 @@ export async function connectNats(opts: {
   url: string;
   /** Client name shown by the server, e.g. apphost-gateway. */
   name: string;
-  /** Bound on the first connection. */
+  /** Bound on the first connection (on each attempt, with `waitOnFirstConnect`). */
   timeoutMs: number;
+  /**
+   * Keep trying the first connection like a reconnect, forever, instead of failing after one attempt:
+   * for a process that works without NATS meanwhile (the operator reconciles, only its autoscaler waits).
+   */
+  waitOnFirstConnect?: boolean;
   log: Logger;
 }): Promise<NatsHandle> {
   const nc = await connect({
@@ -28,6 +33,7 @@ export async function connectNats(opts: {
     name: opts.name,
     maxReconnectAttempts: -1,
     timeout: opts.timeoutMs,
+    ...(opts.waitOnFirstConnect ? { waitOnFirstConnect: true } : {}),
   });
   let up = true;
   void (async () => {

@@ -1,12 +1,13 @@
 /**
- * `apphost operator` as a real process: settings from the environment, ops endpoints, reconciling,
- * and a graceful SIGTERM that hands the Lease back.
+ * `apphost operator` as a real process: settings from the environment, ops endpoints, reconciling
+ * while NATS is away and autoscaling once it comes up, and a graceful SIGTERM that hands the Lease back.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { KubeClient } from '../../../src/shared/kube/client.ts';
 import { type Lease, Resources } from '../../../src/shared/kube/objects.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort } from '../../harness/process.ts';
 import { applyCrds, eventually, testClient } from './helpers.ts';
 
@@ -16,16 +17,21 @@ let ns: string;
 let child: ChildProcess | undefined;
 let opsPort: number;
 let output = '';
+/** Down when the operator starts: it must reconcile without NATS and connect once it is up. */
+let nats: NatsServer | undefined;
 
 beforeAll(async () => {
   await applyCrds();
   client = testClient(kc);
   ns = await createTestNamespace(kc, 'op-main');
   opsPort = await freePort();
+  nats = await startNats();
+  await nats.stop({ keepStore: true });
   child = spawn(process.execPath, ['src/cli/main.ts', 'operator'], {
     env: {
       ...process.env,
       KUBECONFIG: inject('kubeconfigPath'),
+      NATS_URL: nats.url,
       APPHOST_OPS_PORT: String(opsPort),
       APPHOST_LOG_LEVEL: 'info',
       APPHOST_OPERATOR_NAMESPACE: ns,
@@ -46,8 +52,9 @@ beforeAll(async () => {
   });
 });
 
-afterAll(() => {
+afterAll(async () => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
+  await nats?.stop();
 });
 
 const ops = (path: string) => fetch(`http://127.0.0.1:${opsPort}${path}`);
@@ -74,6 +81,12 @@ describe('apphost operator (process)', () => {
     expect(metrics).toMatch(/apphost_operator_queue_depth\{controller="app"\}/);
     expect(metrics).toMatch(/apphost_operator_reconcile_duration_seconds_bucket/);
     expect(metrics).toMatch(/apphost_operator_leader 1/);
+  });
+
+  it('connects to NATS once it comes up and starts the autoscaler then', async () => {
+    expect(output).not.toContain('autoscaler started');
+    await nats?.restart();
+    await eventually('autoscaler started', async () => output.includes('autoscaler started'));
   });
 
   it('exits cleanly on SIGTERM and hands the Lease back', async () => {
