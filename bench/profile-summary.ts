@@ -8,13 +8,14 @@ import { readFileSync } from 'node:fs';
 interface CallFrame {
   functionName: string;
   url: string;
+  lineNumber?: number;
 }
 interface ProfileNode {
   id: number;
   callFrame: CallFrame;
   children?: number[];
 }
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
@@ -29,6 +30,7 @@ export const COMPONENTS: Array<[string, (f: CallFrame) => boolean]> = [
   ['start-up (module loading, type stripping)', (f) => /esm\/|modules\/cjs|typescript|amaro/.test(f.url)],
   ['apphost code (src/)', (f) => /\/src\/(gateway|shared|runs|webhooks|operator|management)\//.test(f.url)],
   ['NATS client', (f) => /nats-io/.test(f.url)],
+  ['node crypto (HMAC, hashes, random ids)', (f) => /internal\/crypto\//.test(f.url)],
   ['garbage collector', (f) => f.functionName === '(garbage collector)'],
   [
     'socket write syscalls',
@@ -67,6 +69,29 @@ export function summarise(profile: CpuProfile): { busyMs: number; shares: Array<
     .map(([k, us]): [string, number] => [k, busy ? us / busy : 0])
     .sort((a, b) => b[1] - a[1]);
   return { busyMs: busy / 1000, shares };
+}
+
+/** The functions with the most self time (idle left out), as `name (file:line)` and share of busy time. */
+export function topFunctions(profile: CpuProfile, n: number): Array<[string, number]> {
+  const selfUs = new Map<number, number>();
+  profile.samples.forEach((id, i) => {
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const byFunction = new Map<string, number>();
+  let busy = 0;
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0;
+    const f = node.callFrame;
+    if (!us || f.functionName === '(idle)') continue;
+    busy += us;
+    const file = f.url.replace(/^.*\/(node_modules\/)/, '$1').replace(/^.*\/src\//, 'src/');
+    const key = `${f.functionName || '(anonymous)'}${file ? ` (${file}:${(f.lineNumber ?? 0) + 1})` : ''}`;
+    byFunction.set(key, (byFunction.get(key) ?? 0) + us);
+  }
+  return [...byFunction.entries()]
+    .map(([k, us]): [string, number] => [k, busy ? us / busy : 0])
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n);
 }
 
 if (import.meta.main) {

@@ -81,7 +81,10 @@ export async function startNodeChild(
   nodeArgs: string[] = [],
 ): Promise<{ proc: ManagedProcess; line: string; logFile: string }> {
   const logFile = join(logDir, `${name}.log`);
-  const proc = startProcess(name, process.execPath, [...nodeArgs, script], {
+  // BENCH_PROFILE_DIR (bench/profile.ts): every node child writes a CPU profile into <dir>/<name>/ as it exits.
+  const profileDir = process.env.BENCH_PROFILE_DIR;
+  const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
+  const proc = startProcess(name, process.execPath, [...profile, ...nodeArgs, script], {
     logFile,
     env: { ...process.env, ...env },
   });
