@@ -119,6 +119,10 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       if (r === 'bound')
         deps.log.warn({ inFlight: loop.inFlight(), boundMs }, 'stop bound passed with attempts in flight');
       else deps.log.info('webhook dispatcher stopped');
+      // Kept-alive connections to receivers; an attempt still running past the bound keeps its own
+      // until it ends (it is bounded by the attempt timeout).
+      const closing = transport.close?.();
+      if (r === 'done') await closing;
     },
     inFlight: () => pulling?.inFlight() ?? 0,
   };

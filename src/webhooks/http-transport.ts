@@ -16,7 +16,15 @@ export interface AttemptResult {
 
 export interface DeliveryTransport {
   send(url: URL, req: DeliveryRequest): Promise<AttemptResult>;
+  /** Closes kept-alive connections (after the last attempt). */
+  close?(): Promise<void>;
 }
+
+/**
+ * Checked addresses whose connections are kept alive at once. Beyond it the least recently used
+ * address's pool is closed (its attempts in flight finish first).
+ */
+export const PINNED_POOLS_MAX = 256;
 
 export function createHttpTransport(opts: {
   guard: SsrfGuard;
@@ -25,7 +33,37 @@ export function createHttpTransport(opts: {
   /** At most this much of a receiver's answer is read; the rest is discarded. */
   maxResponseBytes: number;
 }): DeliveryTransport {
+  // One connection pool per checked address, every connection of it pinned to that address: a
+  // connection is only ever reused for an attempt whose own check gave the same address, so no second
+  // (rebinding) DNS answer is used and no connection goes to an unchecked address. Kept-alive
+  // connections save a TCP (and TLS) handshake per delivery to a busy receiver.
+  const pools = new Map<string, Agent>();
+  const poolFor = (address: string, family: 4 | 6): Agent => {
+    const key = `${family}/${address}`;
+    let agent = pools.get(key);
+    if (agent) {
+      pools.delete(key); // re-inserted below: Map order = least recently used first
+    } else {
+      agent = new Agent({
+        connect: { lookup: pinnedLookup(address, family), timeout: opts.attemptTimeoutMs },
+        headersTimeout: opts.attemptTimeoutMs,
+        bodyTimeout: opts.attemptTimeoutMs,
+      });
+      if (pools.size >= PINNED_POOLS_MAX) {
+        const [oldestKey, oldest] = pools.entries().next().value as [string, Agent];
+        pools.delete(oldestKey);
+        oldest.close().catch(() => {});
+      }
+    }
+    pools.set(key, agent);
+    return agent;
+  };
   return {
+    async close() {
+      const all = [...pools.values()];
+      pools.clear();
+      await Promise.all(all.map((a) => a.close().catch(() => {})));
+    },
     async send(url, req) {
       const abort = new AbortController();
       const timer = setTimeout(() => abort.abort(new Error('attempt timeout')), opts.attemptTimeoutMs);
@@ -33,7 +71,6 @@ export function createHttpTransport(opts: {
         outcome: 'timeout',
         error: `no complete answer within ${opts.attemptTimeoutMs} ms`,
       });
-      let agent: Agent | undefined;
       try {
         const verdict = await Promise.race([
           opts.guard.check(url),
@@ -46,18 +83,12 @@ export function createHttpTransport(opts: {
             outcome: verdict.retryable ? 'network_error' : 'refused_by_policy',
             error: verdict.reason,
           };
-        // A fresh agent per attempt, pinned to the checked address: no pooled connection to some
-        // other address, and no second DNS answer (rebinding) is ever used. SNI and Host stay the name.
-        agent = new Agent({
-          connect: { lookup: pinnedLookup(verdict.address, verdict.family), timeout: opts.attemptTimeoutMs },
-          headersTimeout: opts.attemptTimeoutMs,
-          bodyTimeout: opts.attemptTimeoutMs,
-        });
+        // SNI and Host stay the name; the connection goes to the checked address.
         const res = await request(url, {
           method: 'POST',
           headers: req.headers,
           body: req.body,
-          dispatcher: agent,
+          dispatcher: poolFor(verdict.address, verdict.family),
           signal: abort.signal,
         });
         try {
@@ -73,7 +104,6 @@ export function createHttpTransport(opts: {
         return { outcome: 'network_error', error: errorText(err) };
       } finally {
         clearTimeout(timer);
-        agent?.destroy().catch(() => {});
       }
     },
   };
