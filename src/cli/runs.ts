@@ -9,6 +9,8 @@ import { age, fields, json, table } from './output.ts';
 /** A run as the management API presents it (see the OpenAPI document, schema Run). */
 export interface RunView {
   run_id: string;
+  /** Absent from servers older than sync-call records. */
+  mode?: 'sync' | 'async';
   app_name: string;
   path: string;
   state: string;
@@ -88,9 +90,15 @@ export function describeRun(r: RunView, now: number): string {
 const list = clientCommand(
   {
     name: 'runs list',
-    summary: 'List recent async runs of the project (or of one app), newest first.',
+    summary:
+      'List recent runs of the project (or of one app), newest first: async runs and recorded sync calls.',
     flags: {
       app: { type: 'string', value: 'APP', description: 'only this app' },
+      mode: {
+        type: 'string',
+        value: 'MODE',
+        description: 'only async runs or only recorded sync calls (async, sync)',
+      },
       state: {
         type: 'string',
         value: 'STATE',
@@ -98,28 +106,35 @@ const list = clientCommand(
       },
       limit: { type: 'string', value: 'N', description: 'at most N runs (1-100)', default: '20' },
     },
-    examples: ['apphost runs list', 'apphost runs list --app slow --state running --json'],
+    examples: [
+      'apphost runs list',
+      'apphost runs list --app slow --state running --json',
+      'apphost runs list --mode sync',
+    ],
   },
   async (ctx: ClientContext) => {
     const state = str(ctx.values.state);
     if (state && !STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}`);
+    const mode = str(ctx.values.mode);
+    if (mode && mode !== 'sync' && mode !== 'async') throw new UsageError('--mode must be async or sync');
     const limit = str(ctx.values.limit);
     if (limit !== undefined && !/^\d+$/.test(limit)) throw new UsageError('--limit must be a number');
     const app = str(ctx.values.app);
     const client = ctx.client();
     const path = app ? client.projectPath('apps', app, 'runs') : client.projectPath('runs');
-    const { runs } = await client.json<{ runs: RunView[] }>(path, { query: { state, limit } });
+    const { runs } = await client.json<{ runs: RunView[] }>(path, { query: { state, mode, limit } });
     if (ctx.json) ctx.io.out(json({ runs }));
     else if (runs.length === 0)
       ctx.io.out(`no runs${app ? ` of ${app}` : ''}${state ? ` in state ${state}` : ''}`);
     else
       ctx.io.out(
         table(
-          ['RUN', 'APP', 'FUNCTION', 'STATE', 'STATUS', 'CREATED', 'RESULT'],
+          ['RUN', 'APP', 'FUNCTION', 'MODE', 'STATE', 'STATUS', 'CREATED', 'RESULT'],
           runs.map((r) => [
             r.run_id,
             r.app_name,
             r.path,
+            r.mode,
             r.state,
             r.response_status,
             age(r.created_at, ctx.now()),

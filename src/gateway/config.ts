@@ -57,6 +57,8 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS: int(G.webhookOutboxMaxJobs),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES: int(G.webhookOutboxMaxBytes),
   APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS: int(G.webhookOutboxCloseMs),
+  APPHOST_GATEWAY_SYNC_RECORDS_PER_APP_PER_SECOND: int(G.syncRecordsPerAppPerSecond),
+  APPHOST_GATEWAY_SYNC_RECORDS_PER_SECOND: int(G.syncRecordsPerSecond, { min: 1 }),
   APPHOST_RUN_CONSUMER: text(W.consumerName),
   APPHOST_RUN_CONCURRENCY: int(W.concurrency, { min: 1 }),
   APPHOST_RUN_ACK_WAIT_MS: int(W.ackWaitMs, { min: 300 }),
@@ -99,6 +101,8 @@ export function gatewaySettings(e: GatewayEnv): GatewaySettings {
     webhookOutboxMaxJobs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_JOBS,
     webhookOutboxMaxBytes: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_MAX_BYTES,
     webhookOutboxCloseMs: e.APPHOST_GATEWAY_WEBHOOK_OUTBOX_CLOSE_MS,
+    syncRecordsPerAppPerSecond: e.APPHOST_GATEWAY_SYNC_RECORDS_PER_APP_PER_SECOND,
+    syncRecordsPerSecond: e.APPHOST_GATEWAY_SYNC_RECORDS_PER_SECOND,
   };
 }
 

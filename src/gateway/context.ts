@@ -17,6 +17,8 @@ export interface GatewayState extends EdgeState {
   app?: ResolvedApp;
   /** True when the request came in on a custom domain. */
   viaDomain?: boolean;
+  /** Host of the call's webhookEndpoint, when it has one (for the sync-call record). */
+  webhookHost?: string;
 }
 
 export type GatewayContext = ParameterizedContext<GatewayState>;

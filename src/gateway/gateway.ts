@@ -10,6 +10,7 @@ import Koa from 'koa';
 import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
 import { createRunStore, type RunStore } from '../runs/store.ts';
+import { createSyncCallRecorder } from '../runs/sync-calls.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
 import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
@@ -142,6 +143,15 @@ export function createGateway(deps: GatewayDeps): Gateway {
     await outbox.add(job, reqLog);
   };
 
+  const syncCalls = createSyncCallRecorder({
+    publish: (subject, data) => deps.nc.publish(subject, data),
+    settings: {
+      perAppPerSecond: settings.syncRecordsPerAppPerSecond,
+      perSecond: settings.syncRecordsPerSecond,
+    },
+    skipped: (reason) => metrics.syncRecordsSkipped.inc({ reason }),
+  });
+
   const maxJobBytes = () => Math.min(deps.nc.info?.max_payload ?? 1024 * 1024, RUNS_MAX_MSG_BYTES);
 
   let draining = false;
@@ -174,9 +184,26 @@ export function createGateway(deps: GatewayDeps): Gateway {
     accessLog<GatewayState>({
       now: () => clock.now(),
       start: () => metrics.inflight.inc(),
-      done: (ctx, seconds) => {
+      done: (ctx, seconds, aborted) => {
         const s = ctx.state;
         const mode = s.mode ?? 'sync';
+        // A call that reached a resolved app; async runs have their own record.
+        if (mode !== 'async' && s.app && s.target) {
+          const finishedAtMs = clock.now();
+          syncCalls.record({
+            requestId: s.requestId,
+            projectId: s.target.projectId,
+            appName: s.target.appName,
+            path: s.target.path,
+            status: ctx.status,
+            ...(s.errorCode ? { errorCode: s.errorCode, errorMessage: s.errorMessage ?? s.errorCode } : {}),
+            startedAtMs: s.startedAt,
+            finishedAtMs,
+            aborted,
+            streamed: mode === 'stream',
+            ...(s.webhookHost ? { webhookHost: s.webhookHost } : {}),
+          });
+        }
         // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
         // any caller create unbounded metric series.
         const project = s.app ? s.app.projectId : '';

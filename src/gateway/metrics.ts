@@ -9,6 +9,7 @@ export interface GatewayMetrics {
   inflight: Gauge;
   webhookJobs: Counter<'outcome'>;
   webhookOutbox: Gauge;
+  syncRecordsSkipped: Counter<'reason'>;
 }
 
 export function createGatewayMetrics(
@@ -43,6 +44,12 @@ export function createGatewayMetrics(
     webhookOutbox: new Gauge({
       name: 'apphost_gateway_webhook_outbox_jobs',
       help: 'Webhook jobs of sync calls held in memory until JetStream takes them.',
+      registers: [registry],
+    }),
+    syncRecordsSkipped: new Counter({
+      name: 'apphost_gateway_sync_records_skipped_total',
+      help: 'Sync calls not recorded for the dashboard and runs API: rate (over APPHOST_GATEWAY_SYNC_RECORDS_PER_*), publish_failed (NATS connection down).',
+      labelNames: ['reason'],
       registers: [registry],
     }),
   };

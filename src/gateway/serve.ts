@@ -9,6 +9,7 @@ import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { ensureSyncCallsStream } from '../runs/infrastructure.ts';
 import { ensureRunsInfrastructure } from '../runs/store.ts';
 import { createRunWorker, type RunWorker } from '../runs/worker.ts';
 import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
@@ -103,12 +104,13 @@ export async function serveGateway(opts: {
   const replicas = resolveReplicas(env.APPHOST_NATS_REPLICAS, nc);
   const setup = { boundMs: NATS_SETUP_TIMEOUT_MS, log };
   await retryJetStreamSetup(
-    'creating the RUNS and WEBHOOKS streams and buckets',
-    // What the gateway writes: runs and their records, and webhook jobs of sync calls.
+    'creating the RUNS, WEBHOOKS and SYNC_CALLS streams and buckets',
+    // What the gateway writes: runs and their records, webhook jobs and records of sync calls.
     async () => {
       const jsm = await jetstreamManager(nc);
       await ensureRunsInfrastructure(jsm, replicas);
       await ensureWebhooksStream(jsm, replicas);
+      await ensureSyncCallsStream(jsm, replicas);
     },
     setup,
   );

@@ -22,6 +22,10 @@ export interface GatewaySettings {
   webhookOutboxMaxBytes: number;
   /** On shutdown, how long held webhook jobs may still be retried before they are given up (logged). */
   webhookOutboxCloseMs: number;
+  /** Sync calls recorded per app and second, fire and forget (0 = none): runs/sync-calls.ts. */
+  syncRecordsPerAppPerSecond: number;
+  /** Sync calls recorded per second for all apps of this process together. */
+  syncRecordsPerSecond: number;
 }
 
 export const DEFAULT_GATEWAY_SETTINGS: GatewaySettings = {
@@ -36,4 +40,6 @@ export const DEFAULT_GATEWAY_SETTINGS: GatewaySettings = {
   webhookOutboxMaxJobs: 10_000,
   webhookOutboxMaxBytes: 64 * 1024 * 1024,
   webhookOutboxCloseMs: 10_000,
+  syncRecordsPerAppPerSecond: 10,
+  syncRecordsPerSecond: 200,
 };

@@ -13,10 +13,13 @@ import { createGateway } from '../gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
 import { createManagementApi } from '../management/app.ts';
 import type { DeployApi } from '../management/deploy-api.ts';
+import { withSyncCalls } from '../management/run-reader.ts';
 import { createServiceAccount } from '../management/service-accounts.ts';
 import { createMemoryStore } from '../management/store/memory.ts';
+import { ensureSyncCallsStream } from '../runs/infrastructure.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
+import { createSyncCallReader } from '../runs/sync-call-reader.ts';
 import { createRunWorker } from '../runs/worker.ts';
 import { listen } from '../shared/listen.ts';
 import { connectNats } from '../shared/nats/connect.ts';
@@ -59,6 +62,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     const replicas = resolveReplicas('auto', nc);
     const runsKv = await ensureRunsInfrastructure(jsm, replicas);
     await ensureWebhooksStream(jsm, replicas);
+    await ensureSyncCallsStream(jsm, replicas);
     const deliveriesKv = await openDeliveriesBucket(jsm, replicas);
     const runStore = createRunStore(runsKv, nc);
     const secretBox = createSecretBox(deps.platformKey);
@@ -125,7 +129,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       : undefined;
     const management = createManagementApi({
       store,
-      runs: runStore,
+      runs: withSyncCalls(runStore, createSyncCallReader(nc, { timeoutMs: LOCAL_NATS_CONNECT_TIMEOUT_MS })),
       deliveries: createDeliveryStore(deliveriesKv),
       logs: deps.logs,
       log: log.child({ component: 'management' }),

@@ -10,6 +10,7 @@ import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.
 import { DEFAULT_DASHBOARD_SETTINGS } from '../dashboard/settings.ts';
 import { ensureRunsBucket } from '../runs/infrastructure.ts';
 import { createRunStore } from '../runs/store.ts';
+import { createSyncCallReader } from '../runs/sync-call-reader.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
@@ -34,6 +35,7 @@ import { createManagementApi } from './app.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
 import { withDeadline } from './deadline.ts';
 import { createKubeLogSource, DEFAULT_KUBE_LOG_SETTINGS } from './logs/kube.ts';
+import { withSyncCalls } from './run-reader.ts';
 import { createKubeStore } from './store/kube.ts';
 
 /** Every setting, its env name and default (documented in docs/management.md). */
@@ -121,7 +123,12 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       log,
     },
   );
-  const runs = withDeadline(createRunStore(runsKv, nc), backendMs, 'the run store');
+  // Async runs from their store, and the sync calls the gateways record (read only, when they exist).
+  const runs = withDeadline(
+    withSyncCalls(createRunStore(runsKv, nc), createSyncCallReader(nc, { timeoutMs: backendMs })),
+    backendMs,
+    'the run store',
+  );
   const deliveries = withDeadline(
     lazyDeliveryReader(() => findDeliveriesBucket(jsm)),
     backendMs,

@@ -119,7 +119,11 @@ export const RunStateSchema = z.enum(Object.values(RunState) as [RunState, ...Ru
 
 export const RunResponse = z
   .strictObject({
-    run_id: text('The run id (the X-Request-Id of the async call).'),
+    run_id: text('The run id (the X-Request-Id of the call).'),
+    mode: z.enum(['sync', 'async']).meta({
+      description:
+        'async: a queued run (?async=true); sync: a recorded sync call (no kept result, cannot be cancelled).',
+    }),
     project_id: text('Project.'),
     app_name: text('App.'),
     path: text('The path the run was invoked with (the function name for the Cortex runtime).'),
@@ -230,6 +234,7 @@ export function presentRun(
 ): z.output<typeof RunResponse> {
   return {
     run_id: r.runId,
+    mode: r.mode === 'sync' ? 'sync' : 'async',
     project_id: r.projectId,
     app_name: r.appName,
     path: r.path,

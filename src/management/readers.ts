@@ -8,11 +8,14 @@ export interface RunReader {
   get(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
   /** A run of the project, whatever its app. */
   find(projectId: string, runId: string): Promise<RunRecord | undefined>;
-  /** Newest first; every app of the project when `appName` is undefined. */
+  /**
+   * Newest first; every app of the project when `appName` is undefined. `mode`: only async runs or
+   * only recorded sync calls (a reader without sync calls has async runs only).
+   */
   list(
     projectId: string,
     appName: string | undefined,
-    opts: { state?: RunState; limit?: number },
+    opts: { state?: RunState; limit?: number; mode?: 'sync' | 'async' },
   ): Promise<RunRecord[]>;
   /** The kept bytes of a run's result. */
   getResult(projectId: string, appName: string, runId: string): Promise<Uint8Array | undefined>;

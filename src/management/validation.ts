@@ -84,6 +84,15 @@ export const createRunTokenBody = z
   .meta({ id: 'CreateRunTokenRequest' });
 export const listRunsQuery = z.strictObject({
   state: RunStateSchema.meta({ param: { description: 'Only runs in this state.' } }).optional(),
+  mode: z
+    .enum(['sync', 'async'])
+    .meta({
+      param: {
+        description:
+          'Only async runs, or only recorded sync calls (a sample: at most APPHOST_GATEWAY_SYNC_RECORDS_PER_APP_PER_SECOND per app and gateway, the newest 100 per app).',
+      },
+    })
+    .optional(),
   limit: z.coerce
     .number()
     .int()

@@ -5,7 +5,13 @@
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { ensureBucket, ensureStream, runRecordsBucket, runsStream } from '../shared/nats/jetstream.ts';
+import {
+  ensureBucket,
+  ensureStream,
+  runRecordsBucket,
+  runsStream,
+  syncCallsStream,
+} from '../shared/nats/jetstream.ts';
 import { type Replicas, SINGLE_REPLICA } from '../shared/nats/replicas.ts';
 
 export async function ensureRunsStream(jsm: JetStreamManager, replicas = SINGLE_REPLICA): Promise<void> {
@@ -23,4 +29,9 @@ export async function ensureRunsInfrastructure(
 ): Promise<KV> {
   await ensureRunsStream(jsm, replicas);
   return ensureRunsBucket(jsm, replicas);
+}
+
+/** The SYNC_CALLS stream the gateway records sync calls into (docs/runs.md#sync-calls). */
+export async function ensureSyncCallsStream(jsm: JetStreamManager, replicas = SINGLE_REPLICA): Promise<void> {
+  await ensureStream(jsm, syncCallsStream(), replicas);
 }

@@ -273,13 +273,22 @@ describe('apphost runs', () => {
       ),
     ).toBe(true);
     const text = await ok(['runs', 'list', '--app', 'hello']);
-    expect(text.split('\n')[0]).toMatch(/^RUN +APP +FUNCTION +STATE/);
+    expect(text.split('\n')[0]).toMatch(/^RUN +APP +FUNCTION +MODE +STATE/);
+    // Sync calls are recorded too (a sample under load), with their mode; --mode keeps one.
+    const sync = JSON.parse(await ok(['runs', 'list', '--app', 'hello', '--mode', 'sync', '--json']));
+    expect(sync.runs.length).toBeGreaterThan(0);
+    expect(sync.runs.every((r: { mode: string }) => r.mode === 'sync')).toBe(true);
+    const asyncOnly = JSON.parse(await ok(['runs', 'list', '--app', 'hello', '--mode', 'async', '--json']));
+    expect(asyncOnly.runs.every((r: { mode: string }) => r.mode === 'async')).toBe(true);
   });
 
-  it('a bad --state is a usage error', async () => {
+  it('a bad --state or --mode is a usage error', async () => {
     const r = await cli(['runs', 'list', '--state', 'done']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/apphost runs list: --state must be one of/);
+    const m = await cli(['runs', 'list', '--mode', 'batch']);
+    expect(m.code).toBe(2);
+    expect(m.stderr).toMatch(/--mode must be async or sync/);
   });
 });
 

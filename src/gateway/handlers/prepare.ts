@@ -46,6 +46,8 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
   if (!target) throw new ApiError(ErrorCode.NotFound, 'no such path');
   const params = new URLSearchParams(ctx.querystring);
   const isAsync = isAsyncRequested(params.get('async') ?? undefined);
+  // Known as async from here on, also when refused below (it is then no sync call to record).
+  if (isAsync) ctx.state.mode = 'async';
 
   const app = await deps.resolve(target.projectId, target.appName);
   if (!app) throw appNotFound(target);
@@ -65,6 +67,7 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
     const url = parseWebhookEndpoint(rawEndpoint);
     const secret = ctx.get('x-webhook-secret');
     webhook = { endpoint: url.toString(), ...(secret ? { sealedSecret: deps.secretBox.seal(secret) } : {}) };
+    ctx.state.webhookHost = url.host;
   }
 
   const body = await readBody(ctx.req, deps.maxBodyBytes);

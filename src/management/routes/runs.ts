@@ -29,6 +29,7 @@ export function registerRunRoutes(router: Router, deps: HandlerDeps): void {
     const q = parseOrThrow(listRunsQuery, { ...ctx.query }, 'query');
     const list = await runs.list(projectId, appName, {
       ...(q.state ? { state: q.state } : {}),
+      ...(q.mode ? { mode: q.mode } : {}),
       limit: q.limit ?? DEFAULT_RUN_LIST_LIMIT,
     });
     ctx.body = { runs: list.slice(0, q.limit ?? DEFAULT_RUN_LIST_LIMIT).map((r) => presentRun(r)) };
@@ -70,7 +71,11 @@ export function registerRunRoutes(router: Router, deps: HandlerDeps): void {
     const projectId = await projectScope(ctx, deps);
     const q = parseOrThrow(listProjectRunsQuery, { ...ctx.query }, 'query');
     const limit = q.limit ?? DEFAULT_RUN_LIST_LIMIT;
-    const list = await runs.list(projectId, q.app, { ...(q.state ? { state: q.state } : {}), limit });
+    const list = await runs.list(projectId, q.app, {
+      ...(q.state ? { state: q.state } : {}),
+      ...(q.mode ? { mode: q.mode } : {}),
+      limit,
+    });
     ctx.body = { runs: list.slice(0, limit).map((r) => presentRun(r)) };
   });
 

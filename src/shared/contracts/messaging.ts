@@ -12,6 +12,10 @@ export const WEBHOOK_DELIVERIES_BUCKET = 'apphost_webhook_deliveries';
 export const runSubject = (projectId: string, appName: string) => `apphost.runs.${projectId}.${appName}`;
 export const webhookSubject = (projectId: string, appName: string) =>
   `apphost.webhooks.${projectId}.${appName}`;
+/** Stream of recorded sync calls (run records with `mode: 'sync'`), the newest few per app. */
+export const SYNC_CALLS_STREAM = 'SYNC_CALLS';
+export const syncCallSubject = (projectId: string, appName: string) =>
+  `apphost.calls.${projectId}.${appName}`;
 /** Core NATS subject on which a cancel request for a running run is announced. */
 export const runCancelSubject = (runId: string) => `apphost.cancel.${runId}`;
 export const runKey = (projectId: string, appName: string, runId: string) =>
@@ -57,6 +61,8 @@ export type RunState = (typeof RunState)[keyof typeof RunState];
 export const TERMINAL_RUN_STATES: readonly RunState[] = ['success', 'failure', 'timeout', 'cancelled'];
 
 export interface RunRecord {
+  /** How the call was made: absent or `async` for a queued run, `sync` for a recorded sync call. */
+  mode?: 'sync' | 'async';
   runId: string;
   projectId: string;
   appName: string;

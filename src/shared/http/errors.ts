@@ -19,6 +19,7 @@ export function errorBody<S extends EdgeState>(opts: ErrorBodyOptions = {}): Mid
     } catch (err) {
       const e = toApiError(err);
       ctx.state.errorCode = e.code;
+      ctx.state.errorMessage = e.message;
       if (e.status >= 500) ctx.state.log?.error({ err: e.cause ?? e, code: e.code }, e.message);
       if (ctx.headerSent) {
         // A stream already started: the only honest signal left is to cut the connection.

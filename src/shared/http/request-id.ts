@@ -15,6 +15,8 @@ export interface EdgeState {
   startedAt: number;
   /** The error code of an error response, for the access log. */
   errorCode?: string;
+  /** Its message (the gateway records it with a sync call). */
+  errorMessage?: string;
 }
 
 export interface RequestIdOptions {

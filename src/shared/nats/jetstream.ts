@@ -24,6 +24,7 @@ import {
 import {
   RUNS_BUCKET,
   RUNS_STREAM,
+  SYNC_CALLS_STREAM,
   WEBHOOK_DELIVERIES_BUCKET,
   WEBHOOKS_STREAM,
 } from '../contracts/messaging.ts';
@@ -67,6 +68,30 @@ export const webhooksStream = (): StreamSpec => ({
   retention: RetentionPolicy.Workqueue,
   storage: StorageType.File,
   duplicate_window: nanos(WEBHOOKS_DUPLICATE_WINDOW_MS),
+});
+
+/** Sync-call records kept per app (the newest; older ones are discarded). */
+export const SYNC_CALLS_PER_APP = 100;
+/** A sync-call record is small (no body): larger messages are refused by the stream. */
+export const SYNC_CALLS_MAX_MSG_BYTES = 8 * 1024;
+/** Upper bound of the whole stream (oldest discarded first). */
+export const SYNC_CALLS_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Recorded sync calls (published by the gateway without waiting for an ack, read by the management
+ * API with direct gets): a bounded, newest-first view, never a queue.
+ */
+export const syncCallsStream = (): StreamSpec => ({
+  name: SYNC_CALLS_STREAM,
+  subjects: ['apphost.calls.>'],
+  retention: RetentionPolicy.Limits,
+  storage: StorageType.File,
+  discard: DiscardPolicy.Old,
+  max_msgs_per_subject: SYNC_CALLS_PER_APP,
+  max_age: nanos(RUN_RECORD_RETENTION_MS),
+  max_bytes: SYNC_CALLS_MAX_BYTES,
+  max_msg_size: SYNC_CALLS_MAX_MSG_BYTES,
+  allow_direct: true,
 });
 
 type BucketSpec = { name: string } & Partial<KvOptions>;

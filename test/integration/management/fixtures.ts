@@ -62,10 +62,14 @@ export function memoryRuns(records: RunRecord[] = []): RunReader & { records: Ru
     async getResult() {
       return undefined;
     },
-    async list(p, a, { state, limit }) {
+    async list(p, a, { state, limit, mode }) {
       return records_
         .filter(
-          (r) => r.projectId === p && (a === undefined || r.appName === a) && (!state || r.state === state),
+          (r) =>
+            r.projectId === p &&
+            (a === undefined || r.appName === a) &&
+            (!state || r.state === state) &&
+            (!mode || (r.mode ?? 'async') === mode),
         )
         .sort((x, y) => y.createdAt.localeCompare(x.createdAt))
         .slice(0, limit ?? 20)

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import {
+  createSyncCallLimiter,
+  createSyncCallRecorder,
+  type SyncCall,
+  syncCallRecord,
+} from './sync-calls.ts';
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const call = (over: Partial<SyncCall> = {}): SyncCall => ({
+  requestId: 'req-1',
+  projectId: 'p',
+  appName: 'a',
+  path: 'predict',
+  status: 200,
+  startedAtMs: T0,
+  finishedAtMs: T0 + 1500,
+  aborted: false,
+  streamed: false,
+  ...over,
+});
+
+describe('syncCallRecord', () => {
+  it('is a finished run record of mode sync, without a body', () => {
+    expect(syncCallRecord(call({ webhookHost: 'hooks.example.test' }))).toEqual({
+      mode: 'sync',
+      runId: 'req-1',
+      projectId: 'p',
+      appName: 'a',
+      path: 'predict',
+      state: 'success',
+      createdAt: '2026-01-01T00:00:00.000Z',
+      startedAt: '2026-01-01T00:00:00.000Z',
+      finishedAt: '2026-01-01T00:00:01.500Z',
+      executions: 1,
+      responseStatus: 200,
+      webhookHost: 'hooks.example.test',
+    });
+  });
+
+  it.each([
+    [{ status: 302 }, 'success', undefined],
+    [{ status: 500 }, 'failure', undefined],
+    [{ status: 422 }, 'failure', undefined],
+    [
+      { status: 504, errorCode: 'upstream_timeout', errorMessage: 'no answer in 300 s' },
+      'timeout',
+      'upstream_timeout',
+    ],
+    [{ status: 503, errorCode: 'queue_timeout', errorMessage: 'waited' }, 'failure', 'queue_timeout'],
+    [{ status: 200, aborted: true }, 'cancelled', 'client_closed'],
+  ] as const)('%j is %s', (over, state, code) => {
+    const r = syncCallRecord(call(over));
+    expect(r.state).toBe(state);
+    expect(r.error?.code).toBe(code);
+  });
+
+  it('marks a stream', () => {
+    expect(syncCallRecord(call({ streamed: true })).streamed).toBe(true);
+  });
+});
+
+describe('createSyncCallLimiter', () => {
+  it('admits at most perAppPerSecond per app and perSecond in all, each second anew', () => {
+    const admit = createSyncCallLimiter({ perAppPerSecond: 2, perSecond: 3 });
+    const at = (ms: number) => T0 + ms;
+    expect([admit('a', at(0)), admit('a', at(10)), admit('a', at(20))]).toEqual([true, true, false]);
+    // Another app has its own share, within the total.
+    expect([admit('b', at(30)), admit('b', at(40))]).toEqual([true, false]);
+    // The next second starts over.
+    expect([admit('a', at(1000)), admit('b', at(1001)), admit('a', at(1002)), admit('c', at(1003))]).toEqual([
+      true,
+      true,
+      true,
+      false,
+    ]);
+  });
+
+  it('records nothing when perAppPerSecond is 0', () => {
+    expect(createSyncCallLimiter({ perAppPerSecond: 0, perSecond: 100 })('a', T0)).toBe(false);
+  });
+});
+
+describe('createSyncCallRecorder', () => {
+  it('publishes an admitted call on its app subject, counts the others, and never throws', () => {
+    const sent: Array<[string, string]> = [];
+    const skipped: string[] = [];
+    let fail = false;
+    const rec = createSyncCallRecorder({
+      publish: (subject, data) => {
+        if (fail) throw new Error('connection closed');
+        sent.push([subject, data]);
+      },
+      settings: { perAppPerSecond: 1, perSecond: 10 },
+      skipped: (why) => skipped.push(why),
+    });
+    rec.record(call());
+    rec.record(call({ requestId: 'req-2' }));
+    fail = true;
+    expect(() => rec.record(call({ requestId: 'req-3', appName: 'b' }))).not.toThrow();
+    expect(sent.map(([s]) => s)).toEqual(['apphost.calls.p.a']);
+    expect(JSON.parse(sent[0]?.[1] ?? '{}')).toMatchObject({ runId: 'req-1', mode: 'sync' });
+    expect(skipped).toEqual(['rate', 'publish_failed']);
+  });
+});
