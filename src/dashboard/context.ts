@@ -1,6 +1,7 @@
 /** What every dashboard page handler gets, and the per-request guards (session, CSRF). */
 import type { RouterContext } from '@koa/router';
 import type { Context } from 'koa';
+import type { LogSource } from '../management/logs/types.ts';
 import type { DeliveryReader, RunReader } from '../management/readers.ts';
 import type { Authenticator } from '../management/service-accounts.ts';
 import type { ManagementStore } from '../management/store/types.ts';
@@ -28,10 +29,12 @@ export interface AppLiveness {
   ): Promise<{ inFlight?: number; desiredReplicas?: number; version?: string }>;
 }
 
-/** A live log tail (a seam: apphost has no log API yet). */
-export interface LogSource {
-  /** The URL (same origin) of an SSE stream of the app's log lines, or undefined when there is none. */
-  url(projectId: string, appName: string): string | undefined;
+/** Bounds of a live log tail (the logs API's: APPHOST_MANAGEMENT_LOGS_*). */
+export interface LogFollowBounds {
+  maxMs: number;
+  heartbeatMs: number;
+  maxBufferedBytes: number;
+  maxLines: number;
 }
 
 export interface DashboardDeps {
@@ -48,7 +51,9 @@ export interface DashboardDeps {
   /** The public {api_url}, when known (for app URLs and curl lines). */
   apiUrl: () => string | undefined;
   liveness?: AppLiveness;
+  /** The apps' log lines (the logs API's source); no live tail when absent. */
   logs?: LogSource;
+  logBounds: LogFollowBounds;
 }
 
 export interface PageDeps extends DashboardDeps {
@@ -78,31 +83,36 @@ function toSignIn(ctx: Context, why: Ended): void {
 }
 
 /**
- * The caller's session, re-checked against the service account on every request (no cache), so a
- * revoked, rotated or expired token ends its sessions at once on every replica. Redirects to sign-in
- * and returns undefined otherwise.
+ * Whether the session of `cookie` still holds: it exists, has not expired, and its service account
+ * still has the token it was signed in with and has not expired. Re-read every time (no cache), so a
+ * revoked, rotated or expired token ends its sessions at once on every replica.
  */
+export async function checkSession(
+  deps: DashboardDeps,
+  cookie: string,
+): Promise<{ session: Session } | { ended: Ended }> {
+  const session = await deps.sessions.get(cookie);
+  if (!session) return { ended: 'none' };
+  const now = deps.clock.now();
+  if (!(now < Date.parse(session.expiresAt))) return { ended: 'expired' };
+  const account = await deps.store.getServiceAccount(session.projectId, session.serviceAccount);
+  if (!account || !sameSecret(account.secretHash, session.tokenHash)) return { ended: 'revoked' };
+  if (!(now < Date.parse(account.expiresAt))) return { ended: 'expired' };
+  return { session };
+}
+
+/** The caller's session (checkSession); redirects to sign-in and returns undefined otherwise. */
 export async function requireSession(ctx: RouterContext, deps: DashboardDeps): Promise<Session | undefined> {
   const cookie = readCookie(ctx, SESSION_COOKIE);
-  const session = cookie ? await deps.sessions.get(cookie) : undefined;
-  if (!cookie || !session) {
+  const state = cookie ? await checkSession(deps, cookie) : { ended: 'none' as const };
+  if ('ended' in state) {
+    if (cookie && state.ended !== 'none') await deps.sessions.end(cookie);
     if (cookie) clearCookie(ctx, SESSION_COOKIE);
-    toSignIn(ctx, 'none');
+    toSignIn(ctx, state.ended);
     return undefined;
   }
-  const now = deps.clock.now();
-  const end = async (why: Ended) => {
-    await deps.sessions.end(cookie);
-    clearCookie(ctx, SESSION_COOKIE);
-    toSignIn(ctx, why);
-    return undefined;
-  };
-  if (!(now < Date.parse(session.expiresAt))) return end('expired');
-  const account = await deps.store.getServiceAccount(session.projectId, session.serviceAccount);
-  if (!account || !sameSecret(account.secretHash, session.tokenHash)) return end('revoked');
-  if (!(now < Date.parse(account.expiresAt))) return end('expired');
-  ctx.state.principal = { projectId: session.projectId, serviceAccount: session.serviceAccount };
-  return session;
+  ctx.state.principal = { projectId: state.session.projectId, serviceAccount: state.session.serviceAccount };
+  return state.session;
 }
 
 /** The posted form, after its CSRF token was checked (403 otherwise). */

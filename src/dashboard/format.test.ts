@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatDuration, formatResult, formatTime, tomorrow } from './format.ts';
+import { formatBytes, formatDuration, formatResult, formatTime, tomorrow } from './format.ts';
 
 describe('formatResult', () => {
   it('pretty-prints JSON and keeps other text as sent', () => {
@@ -17,6 +17,18 @@ describe('formatResult', () => {
     expect(r.shownBytes).toBeLessThanOrEqual(51);
     expect(r.text).not.toContain('\uFFFD');
     expect(r.text.endsWith('\n…')).toBe(true);
+  });
+});
+
+describe('formatBytes', () => {
+  it.each([
+    [0, '0 B'],
+    [1023, '1023 B'],
+    [1536, '1.5 KiB'],
+    [262_144, '256 KiB'],
+    [3 * 1024 * 1024, '3.0 MiB'],
+  ])('%d bytes read %s', (n, text) => {
+    expect(formatBytes(n)).toBe(text);
   });
 });
 

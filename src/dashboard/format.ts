@@ -37,6 +37,11 @@ export function formatResult(body: string, maxBytes: number): ShownResult {
   } catch {
     // not JSON: shown as sent
   }
+  return boundText(text, maxBytes);
+}
+
+/** `text` cut at `maxBytes` of UTF-8 on a character boundary (then ending in `…`). */
+export function boundText(text: string, maxBytes: number): ShownResult {
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= maxBytes) return { text, truncated: false, shownBytes: bytes.length };
   // Drop a partial multi-byte character at the cut.
@@ -45,6 +50,21 @@ export function formatResult(body: string, maxBytes: number): ShownResult {
     .toString('utf8')
     .replace(/\uFFFD$/, '');
   return { text: `${cut}\n…`, truncated: true, shownBytes: Buffer.byteLength(cut) };
+}
+
+/** `512 B`, `1.5 KiB`, `3.2 MiB`. */
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return '—';
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10 * 1024 ? 1 : 0)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/** A log line as the app page shows it: `HH:MM:SS replica message` (UTC). */
+export function formatLogLine(l: { time?: string; replica: string; message: string }): string {
+  const ms = l.time ? Date.parse(l.time) : Number.NaN;
+  const t = Number.isNaN(ms) ? '--:--:--' : new Date(ms).toISOString().slice(11, 19);
+  return `${t} ${l.replica} ${l.message}`;
 }
 
 /** The next UTC day as YYYY-MM-DD: the earliest expiry a date field offers. */

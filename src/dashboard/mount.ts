@@ -1,5 +1,5 @@
 /** What the management API passes to mount the dashboard, beyond its own handler dependencies. */
-import type { AppLiveness, LogSource } from './context.ts';
+import type { AppLiveness } from './context.ts';
 import type { SessionStore } from './sessions.ts';
 import { type DashboardSettings, DEFAULT_DASHBOARD_SETTINGS } from './settings.ts';
 
@@ -9,7 +9,6 @@ export interface DashboardMount {
   /** The public {api_url}, when known. */
   apiUrl: () => string | undefined;
   liveness?: AppLiveness;
-  logs?: LogSource;
 }
 
 export function dashboardSettings(over: Partial<DashboardSettings> = {}): DashboardSettings {

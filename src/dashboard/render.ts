@@ -8,7 +8,7 @@ import { CONFIRM, ERROR } from './views/confirm.ts';
 import { DOMAINS } from './views/domains.ts';
 import { KEY_TOKEN, KEYS } from './views/keys.ts';
 import { LAYOUT } from './views/layout.ts';
-import { RUN, RUNS, RUNS_TABLE } from './views/runs.ts';
+import { RUN, RUN_RESULT, RUNS, RUNS_TABLE } from './views/runs.ts';
 import { SIGN_IN } from './views/sign-in.ts';
 
 const TEMPLATES = {
@@ -23,6 +23,7 @@ const TEMPLATES = {
   runs: RUNS,
   runsTable: RUNS_TABLE,
   run: RUN,
+  runResult: RUN_RESULT,
   domains: DOMAINS,
 } as const;
 export type TemplateName = keyof typeof TEMPLATES;

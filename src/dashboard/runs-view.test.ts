@@ -69,17 +69,81 @@ describe('runRow', () => {
     expect(runRow({ ...done, state: 'cancelled' }, undefined, opts(2000)).awaitingWebhook).toBe(false);
   });
 
-  it('shows a recorded result bounded, and says when none is kept', () => {
+  it('says why a finished run shows no result', () => {
     const done = { ...base, state: 'success' as const, startedAt: at(0), finishedAt: at(1) };
-    expect(runRow(done, undefined, opts(5)).resultNote).toMatch(/Not kept/);
-    const withResult = {
-      ...done,
-      mode: 'sync' as const,
-      result: { body: JSON.stringify({ big: 'x'.repeat(500) }) },
+    expect(runRow(done, undefined, opts(5)).resultNote).toMatch(/No result was kept/);
+    const sync = { ...done, mode: 'sync' as const };
+    expect(runRow(sync, undefined, opts(5))).toMatchObject({ mode: 'sync', cancellable: false });
+    expect(runRow(sync, undefined, opts(5)).resultNote).toMatch(/Not kept for sync calls/);
+    expect(runRow({ ...done, state: 'running' }, undefined, opts(5)).resultNote).toBeUndefined();
+  });
+
+  it('lists a result by its metadata and loads its body on demand; a run page formats it within the bound', () => {
+    const json = JSON.stringify({ big: 'x'.repeat(500) });
+    const done: RunRecord = {
+      ...base,
+      state: 'success',
+      startedAt: at(0),
+      finishedAt: at(1),
+      result: {
+        kept: 'complete',
+        contentType: 'application/json',
+        sizeBytes: json.length,
+        keptBytes: json.length,
+      },
     };
-    const row = runRow(withResult, undefined, opts(5));
-    expect(row.mode).toBe('sync');
-    expect(row.result?.truncated).toBe(true);
-    expect(row.resultNote).toBeUndefined();
+    const listed = runRow(done, undefined, opts(5));
+    expect(listed.result).toEqual({
+      summary: 'application/json · 510 B',
+      marks: [],
+      shown: undefined,
+      binary: false,
+    });
+    expect(listed.resultUrl).toBe('/dashboard/runs/slow/abc/result');
+    const page = runRow(done, undefined, { ...opts(5), resultBytes: Buffer.from(json) });
+    expect(page.result?.shown?.text.startsWith('{\n  "big": "xxx')).toBe(true);
+    expect(page.result?.shown?.truncated).toBe(true);
+    expect(page.result?.shown?.shownBytes).toBeLessThanOrEqual(100);
+  });
+
+  it.each([
+    [
+      'truncated',
+      { kept: 'truncated', contentType: 'text/plain', sizeBytes: 3 * 1024 * 1024, keptBytes: 262_144 },
+      /truncated: the first 256 KiB of 3.0 MiB are kept/,
+    ],
+    [
+      'dropped',
+      { kept: 'dropped', contentType: 'image/png', sizeBytes: 400_000, keptBytes: 0, reason: 'not text' },
+      /dropped: none of the 391 KiB is kept \(not text\)/,
+    ],
+  ] as const)('marks a %s result in words', (kind, result, text) => {
+    const done: RunRecord = { ...base, state: 'success', finishedAt: at(1), result: { ...result } };
+    const row = runRow(done, undefined, opts(5));
+    expect(row.result?.marks).toEqual([{ kind, text: expect.stringMatching(text) }]);
+    expect(row.resultUrl).toBe(kind === 'dropped' ? undefined : '/dashboard/runs/slow/abc/result');
+  });
+
+  it('marks a streamed result, an expired one, and binary bytes', () => {
+    const events = 'data: 1\n\ndata: 2\n\n';
+    const streamed: RunRecord = {
+      ...base,
+      state: 'success',
+      finishedAt: at(1),
+      streamed: true,
+      result: { kept: 'complete', contentType: 'text/event-stream', sizeBytes: 18, keptBytes: 18 },
+    };
+    const row = runRow(streamed, undefined, { ...opts(5), resultBytes: Buffer.from(events) });
+    expect(row.result?.marks.map((m) => m.kind)).toEqual(['streamed']);
+    expect(row.result?.shown?.text).toBe(events);
+    const gone = runRow(streamed, undefined, { ...opts(5), resultBytes: null });
+    expect(gone.result?.marks.map((m) => m.kind)).toEqual(['streamed', 'expired']);
+    expect(gone.result?.shown).toBeUndefined();
+    const binary = runRow(
+      { ...streamed, streamed: false, result: { kept: 'complete', sizeBytes: 2, keptBytes: 2 } },
+      undefined,
+      { ...opts(5), resultBytes: Uint8Array.from([0xff, 0xfe]) },
+    );
+    expect(binary.result).toMatchObject({ binary: true, shown: undefined, summary: 'no content type · 2 B' });
   });
 });

@@ -12,6 +12,12 @@ export interface DashboardSettings {
   maxResultBytes: number;
   /** How often a page with unfinished runs refreshes its run table. */
   refreshSeconds: number;
+  /** Log lines an app page shows (and its live tail starts with); the tail keeps at most this many. */
+  logTailLines: number;
+  /** Longest a live tail runs before the page stops it (reload to follow again); also ends with its session. */
+  logTailMaxMs: number;
+  /** How often a live tail re-checks its session (a revoked or expired token ends the tail). */
+  logTailSessionCheckMs: number;
 }
 
 export const DEFAULT_DASHBOARD_SETTINGS: DashboardSettings = {
@@ -21,4 +27,7 @@ export const DEFAULT_DASHBOARD_SETTINGS: DashboardSettings = {
   runsPageSize: 50,
   maxResultBytes: 16 * 1024,
   refreshSeconds: 1,
+  logTailLines: 200,
+  logTailMaxMs: 15 * 60_000,
+  logTailSessionCheckMs: 5_000,
 };

@@ -130,14 +130,19 @@ export function createManagementApi(
   // A bundle upload has its own, larger bound (routes/apps.ts).
   const bodyLimit = declaredBodyLimit(settings.maxBodyBytes);
   app.use((ctx, next) => (isBundleUpload(ctx) ? next() : bodyLimit(ctx, next)));
-  // The dashboard has its own `logs` (a stream URL); the API's log source is not it.
-  const { logs: _apiLogs, ...dashboardShared } = handlerDeps;
   if (deps.dashboard)
     app.use(
       createDashboard({
-        ...dashboardShared,
+        ...handlerDeps,
         log: deps.log,
         maxServiceAccountDays: settings.maxServiceAccountDays,
+        // The dashboard's live tail follows the same source within the same bounds as the logs API.
+        logBounds: {
+          maxMs: settings.logsFollowMaxMs,
+          heartbeatMs: settings.logsHeartbeatMs,
+          maxBufferedBytes: settings.logsMaxBufferedBytes,
+          maxLines: settings.logsMaxLines,
+        },
         ...deps.dashboard,
       }),
     );

@@ -1,10 +1,15 @@
 /** Apps: each app's runtime, replicas, in-flight calls, version, URL; an app's page with runs, logs, config. */
 import type { Router } from '@koa/router';
 import { stringify } from 'yaml';
+import { respondWithLogFollow } from '../../management/logs/sse.ts';
+import { presentLogLine } from '../../management/routes/logs.ts';
 import type { AppRecord } from '../../management/store/types.ts';
 import { resourceName } from '../../management/validation.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { type PageDeps, requireSession } from '../context.ts';
+import { checkSession, type PageDeps, requireSession } from '../context.ts';
+import { formatLogLine } from '../format.ts';
+import type { Session } from '../sessions.ts';
+import { readCookie, SESSION_COOKIE } from '../web.ts';
 import { appRunsTable, loadRuns } from './runs.ts';
 
 const NOT_REPORTED = '—';
@@ -36,6 +41,15 @@ async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
 }
 
 export function registerAppPages(router: Router, deps: PageDeps): void {
+  /** The app of the path in the session's project (404 otherwise). */
+  async function appOf(session: Session, param: string | undefined): Promise<AppRecord> {
+    const name = resourceName.safeParse(param ?? '');
+    const apps = await deps.store.listApps(session.projectId);
+    const app = name.success ? apps.find((a) => a.name === name.data) : undefined;
+    if (!app) throw new ApiError(ErrorCode.NotFound, `There is no app named ${param ?? ''} in this project.`);
+    return app;
+  }
+
   router.get('dashboardApps', '/apps', async (ctx) => {
     const session = await requireSession(ctx, deps);
     if (!session) return;
@@ -55,17 +69,19 @@ export function registerAppPages(router: Router, deps: PageDeps): void {
   router.get('dashboardApp', '/apps/:app', async (ctx) => {
     const session = await requireSession(ctx, deps);
     if (!session) return;
-    const name = resourceName.safeParse(ctx.params.app ?? '');
-    const apps = await deps.store.listApps(session.projectId);
-    const app = name.success ? apps.find((a) => a.name === name.data) : undefined;
-    if (!app)
-      throw new ApiError(
-        ErrorCode.NotFound,
-        `There is no app named ${ctx.params.app ?? ''} in this project.`,
-      );
-    const view = await appView(deps, session.projectId, app);
-    const rows = await loadRuns(deps, session.projectId, { app: app.name }, [app.name]);
-    const runs = appRunsTable(deps, session, app.name, rows);
+    const app = await appOf(session, ctx.params.app);
+    const logs = deps.logs;
+    const [view, rows, lines] = await Promise.all([
+      appView(deps, session.projectId, app),
+      loadRuns(deps, session.projectId, { app: app.name }, [app.name]),
+      // The last lines as the page is made (without JavaScript, that is all there is).
+      logs?.read(
+        session.projectId,
+        app.name,
+        { tail: deps.settings.logTailLines },
+        deps.settings.logTailLines,
+      ),
+    ]);
     deps.render.page(ctx, {
       title: app.name,
       section: 'apps',
@@ -74,10 +90,41 @@ export function registerAppPages(router: Router, deps: PageDeps): void {
       data: {
         projectId: session.projectId,
         app: view,
-        runsTable: runs,
-        logs: deps.logs?.url(session.projectId, app.name),
+        runsTable: appRunsTable(deps, session, app.name, rows),
+        logs: logs
+          ? {
+              stream: `/dashboard/apps/${app.name}/logs`,
+              max: deps.settings.logTailLines,
+              text: (lines ?? []).map(formatLogLine).join('\n'),
+            }
+          : undefined,
         baseUrl: `${ctx.protocol}://${ctx.host}`,
       },
     });
+  });
+
+  // The live tail the app page follows (EventSource, same origin, session cookie): the logs API's
+  // source and bounds, ended also when the session ends, when the page goes away, or after logTailMaxMs.
+  router.get('dashboardAppLogs', '/apps/:app/logs', async (ctx) => {
+    const session = await requireSession(ctx, deps);
+    if (!session) return;
+    const app = await appOf(session, ctx.params.app);
+    const logs = deps.logs;
+    if (!logs) throw new ApiError(ErrorCode.NotFound, 'Logs are not available on this server.');
+    const cookie = readCookie(ctx, SESSION_COOKIE) ?? '';
+    const b = deps.logBounds;
+    const untilSessionEnds = Date.parse(session.expiresAt) - deps.clock.now();
+    const tail = Math.min(deps.settings.logTailLines, b.maxLines);
+    respondWithLogFollow(ctx, {
+      follow: (signal) => logs.follow(session.projectId, app.name, { tail }, signal),
+      present: (l) => ({ ...presentLogLine(l), text: formatLogLine(l) }),
+      maxMs: Math.max(0, Math.min(b.maxMs, deps.settings.logTailMaxMs, untilSessionEnds)),
+      heartbeatMs: b.heartbeatMs,
+      maxBufferedBytes: b.maxBufferedBytes,
+      alive: async () => 'session' in (await checkSession(deps, cookie)),
+      aliveEveryMs: deps.settings.logTailSessionCheckMs,
+    });
+    // Like every dashboard answer: never stored (the follow's own header says no-cache).
+    ctx.set('cache-control', 'no-store');
   });
 }

@@ -1,10 +1,11 @@
 /** Runs: filter by app, state and mode; a run's page with its webhook attempts; cancel. */
 import type { Router, RouterContext } from '@koa/router';
 import { resourceName, runId as runIdSchema } from '../../management/validation.ts';
-import { type RunState, RunState as RunStates } from '../../shared/contracts/messaging.ts';
+import { type RunRecord, type RunState, RunState as RunStates } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
+import { SYNC_CALLS_PER_APP } from '../../shared/nats/jetstream.ts';
 import { backPath, type PageDeps, readCheckedForm, requireSession } from '../context.ts';
-import { RUN_MODES, type RunMode, type RunRecordView, type RunRow, runMode, runRow } from '../runs-view.ts';
+import { RUN_MODES, type RunMode, type RunRow, resultView, runMode, runRow } from '../runs-view.ts';
 import type { Session } from '../sessions.ts';
 
 const STATES = Object.values(RunStates) as RunState[];
@@ -26,10 +27,15 @@ export async function loadRuns(
   const names = filter.app ? [filter.app] : apps;
   const lists = await Promise.all(
     names.map((a) =>
-      deps.runs.list(projectId, a, { ...(filter.state ? { state: filter.state } : {}), limit }),
+      deps.runs.list(projectId, a, {
+        ...(filter.state ? { state: filter.state } : {}),
+        ...(filter.mode ? { mode: filter.mode } : {}),
+        limit,
+      }),
     ),
   );
-  const records = (lists.flat() as RunRecordView[])
+  const records = lists
+    .flat()
     .filter((r) => !filter.mode || runMode(r) === filter.mode)
     .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
     .slice(0, limit);
@@ -130,7 +136,7 @@ export function registerRunPages(router: Router, deps: PageDeps): void {
       emptyTitle: filtered ? 'No run matches this filter.' : 'No runs yet.',
       emptyHint: filtered
         ? 'Clear the filter to see every run.'
-        : 'Call a function with ?async=true: it answers 202 with a run_id at once, and the run appears here.',
+        : 'Call a function: a sync call shows up here once it is answered; with ?async=true it answers 202 with a run_id at once and the run appears here with its state.',
       ...(filtered
         ? {}
         : {
@@ -154,6 +160,7 @@ export function registerRunPages(router: Router, deps: PageDeps): void {
         apps: t.apps,
         states: STATES,
         modes: RUN_MODES,
+        syncKept: SYNC_CALLS_PER_APP,
         filter: t.filter,
         filterError: t.error,
         table: t.html,
@@ -175,16 +182,45 @@ export function registerRunPages(router: Router, deps: PageDeps): void {
     return { appName: app.data, runId: run.data };
   };
 
+  /** The kept bytes of a run's result: undefined when none are kept, null when they are gone. */
+  const readResult = async (projectId: string, r: RunRecord) =>
+    r.result && r.result.kept !== 'dropped'
+      ? ((await deps.runs.getResult(projectId, r.appName, r.runId)) ?? null)
+      : undefined;
+
+  // The result's body for a row of the run table, loaded when its row is opened (lists read no bodies).
+  router.get('dashboardRunResult', '/runs/:app/:run/result', async (ctx) => {
+    const session = await requireSession(ctx, deps);
+    if (!session) return;
+    const { appName, runId } = ids(ctx);
+    const r = await deps.runs.get(session.projectId, appName, runId);
+    if (!r) throw new ApiError(ErrorCode.NotFound, `There is no run ${runId} of app ${appName}.`);
+    const result = r.result
+      ? resultView(
+          r.result,
+          r.streamed === true,
+          await readResult(session.projectId, r),
+          deps.settings.maxResultBytes,
+        )
+      : undefined;
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.body = deps.render.fragment('runResult', { result, href: `/dashboard/runs/${appName}/${runId}` });
+  });
+
   router.get('dashboardRun', '/runs/:app/:run', async (ctx) => {
     const session = await requireSession(ctx, deps);
     if (!session) return;
     const { appName, runId } = ids(ctx);
-    const r = (await deps.runs.get(session.projectId, appName, runId)) as RunRecordView | undefined;
+    const r = await deps.runs.get(session.projectId, appName, runId);
     if (!r) throw new ApiError(ErrorCode.NotFound, `There is no run ${runId} of app ${appName}.`);
-    const d = r.webhookHost ? await deps.deliveries.get(runId) : undefined;
+    const [d, bytes] = await Promise.all([
+      r.webhookHost ? deps.deliveries.get(runId) : undefined,
+      readResult(session.projectId, r),
+    ]);
     const run = runRow(r, d?.projectId === session.projectId ? d : undefined, {
       now: deps.clock.now(),
       maxResultBytes: deps.settings.maxResultBytes,
+      ...(bytes !== undefined ? { resultBytes: bytes } : {}),
     });
     deps.render.page(ctx, {
       title: `Run ${runId}`,

@@ -44,6 +44,13 @@ pre.result, pre.config, pre.logs { max-height: 24rem; overflow: auto; white-spac
 .inline-form > * { flex: 1 1 12rem; margin-bottom: 0; }
 .inline-form button { flex: 0 0 auto; width: auto; }
 .muted { color: var(--pico-muted-color); }
+.mark { display: inline-block; padding: 0 .4rem; border-radius: .25rem; font-weight: 600; color: #6b4a00; background: #fff4d6; }
+.mark[data-mark="streamed"] { color: #0b4f9c; background: #e6f0fc; }
+@media (prefers-color-scheme: dark) { .mark { background: transparent; color: #ffd27a; } .mark[data-mark="streamed"] { color: #9cc8ff; } }
+ul.result-marks { padding-left: 0; }
+ul.result-marks li { list-style: none; margin-bottom: .25rem; }
+details.result-row { margin: .25rem 0 0; }
+details.result-row summary { font-size: .875em; }
 .attempts { list-style: none; padding: 0; margin: 0; font-size: .875em; }
 .attempts li { list-style: none; }
 .htmx-indicator { visibility: hidden; }

@@ -47,11 +47,12 @@ export const APP = `<hgroup>
 <pre class="curl"><code><%= it.app.curl %></code></pre>
 <h2>Recent runs</h2>
 <%~ it.runsTable %>
-<h2>Logs</h2>
+<h2 id="logs-heading">Logs</h2>
 <% if (it.logs) { %>
-<pre class="logs" data-log-src="<%= it.logs %>" aria-live="off" tabindex="0" aria-label="Live log of <%= it.app.name %>"></pre>
+<p class="muted log-status" id="log-status" role="status">The last <%= it.logs.max %> lines when the page was made (times in UTC).</p>
+<pre class="logs" id="log-tail" data-log-src="<%= it.logs.stream %>" data-log-max="<%= it.logs.max %>" data-log-status="log-status" aria-live="off" tabindex="0" aria-labelledby="logs-heading"><%= it.logs.text %></pre>
 <% } else { %>
-<p class="muted">A live log tail is not available in this version of apphost.</p>
+<p class="muted">This server cannot read the app's logs.</p>
 <% } %>
 <h2>Configuration</h2>
 <pre class="config" tabindex="0" aria-label="Configuration of <%= it.app.name %>"><code><%= it.app.config %></code></pre>

@@ -37,7 +37,16 @@ export const RUNS_TABLE = `<div id="runs-table" class="table-wrap"<% if (it.live
       </td>
       <td data-label="Result">
 <% if (r.result) { %>
-        <details><summary>JSON<% if (r.result.truncated) { %> (first <%= r.result.shownBytes %> bytes)<% } %></summary><pre class="result"><code><%= r.result.text %></code></pre></details>
+        <small class="result-summary"><%= r.result.summary %></small>
+<% for (const m of r.result.marks) { %>
+        <br><small class="mark" data-mark="<%= m.kind %>"><%= m.kind %></small>
+<% } %>
+<% if (r.resultUrl) { %>
+        <details class="result-row" id="result-<%= r.runId %>" hx-preserve hx-get="<%= r.resultUrl %>" hx-trigger="toggle once" hx-target="find .result-body" hx-swap="innerHTML">
+          <summary>Show<span class="visually-hidden"> the result of run <%= r.runId %></span></summary>
+          <div class="result-body"><a href="<%= r.href %>">Open the run to see its result</a></div>
+        </details>
+<% } %>
 <% } else if (r.error) { %>
         <small><%= r.error %></small>
 <% } else if (r.resultNote) { %>
@@ -63,8 +72,9 @@ export const RUNS_TABLE = `<div id="runs-table" class="table-wrap"<% if (it.live
 
 export const RUNS = `<hgroup>
   <h1>Runs</h1>
-  <p>Async runs of project <strong><%= it.projectId %></strong>, newest first. An async request is shown as
-  <em>async</em> with the state of the call it made.</p>
+  <p>Runs of project <strong><%= it.projectId %></strong>, newest first: every <em>async</em> run
+  (<code>?async=true</code>), and recent <em>sync</em> calls: the newest <%= it.syncKept %> per app, a sample
+  when an app gets many calls a second (a sync call keeps no result).</p>
 </hgroup>
 <form method="get" action="/dashboard/runs" class="inline-form" aria-label="Filter runs">
   <div>
@@ -147,11 +157,41 @@ export const RUN = `<hgroup>
 <% } %>
 <h2>Result</h2>
 <% if (it.run.result) { %>
-<pre class="result"><code><%= it.run.result.text %></code></pre>
-<% if (it.run.result.truncated) { %><p class="muted">Shown: the first <%= it.run.result.shownBytes %> bytes.</p><% } %>
+<%~ include('@runResult', { result: it.run.result, meta: true }) %>
 <% } else { %>
 <p class="muted"><%= it.run.resultNote || 'No result.' %></p>
 <% } %>
 </div>
 <p><a href="/dashboard/runs?app=<%= it.run.appName %>">All runs of <%= it.run.appName %></a></p>
+`;
+
+/**
+ * A run's result: its metadata and marks (`meta`), and the formatted body when it was read. Also the
+ * fragment a run-table row loads when its result is opened.
+ */
+export const RUN_RESULT = `<% const r = it.result; %>
+<% if (!r) { %>
+<p class="muted">No result was kept for this run.</p>
+<% } else { %>
+<% if (it.meta) { %>
+<p class="result-summary"><%= r.summary %></p>
+<% if (r.marks.length > 0) { %>
+<ul class="result-marks">
+<% for (const m of r.marks) { %>
+  <li class="mark" data-mark="<%= m.kind %>"><%= m.text %></li>
+<% } %>
+</ul>
+<% } %>
+<% } %>
+<% if (r.shown) { %>
+<pre class="result" tabindex="0" aria-label="Result"><code><%= r.shown.text %></code></pre>
+<% if (r.shown.truncated) { %><p class="muted"><small>Shown here: the first <%= r.shown.shownBytes %> bytes. The API gives all that is kept: <code>GET /v2/projects/{project}/runs/{run_id}</code>.</small></p><% } %>
+<% } else if (r.binary) { %>
+<p class="muted">Binary content: not shown here (the API gives it as base64).</p>
+<% } else if (r.marks.some((m) => m.kind === 'dropped' || m.kind === 'expired')) { %>
+<% if (!it.meta) { %><p class="muted"><%= r.marks.map((m) => m.text).join('; ') %></p><% } %>
+<% } else { %>
+<p class="muted">Empty.</p>
+<% } %>
+<% } %>
 `;

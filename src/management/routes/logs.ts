@@ -3,12 +3,12 @@
  * first (JSON), or with `follow=true` as server-sent events until the client goes away or a bound ends
  * the follow (then an `end` event says why).
  */
-import { PassThrough } from 'node:stream';
 import type { Router } from '@koa/router';
 import { z } from 'zod';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { type HandlerDeps, param, projectScope } from '../context.ts';
 import { parseSince } from '../logs/parse.ts';
+import { respondWithLogFollow } from '../logs/sse.ts';
 import type { LogLine, LogQuery } from '../logs/types.ts';
 import { operation, type Paths, TAG } from '../operation.ts';
 import { parseOrThrow, resourceName } from '../validation.ts';
@@ -73,8 +73,6 @@ export function presentLogLine(l: LogLine): z.output<typeof LogLineResponse> {
   };
 }
 
-const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 export function registerLogRoutes(router: Router, deps: HandlerDeps): void {
   router.get('getAppLogs', '/v2/projects/:project_id/apps/:app_name/logs', async (ctx) => {
     const projectId = await projectScope(ctx, deps);
@@ -100,44 +98,17 @@ export function registerLogRoutes(router: Router, deps: HandlerDeps): void {
     }
 
     // Follow: ends when the client goes away, at logsFollowMaxMs, or when the client reads too slowly.
-    const abort = new AbortController();
-    const out = new PassThrough();
     const log = ctx.state.log as { info(o: object, m: string): void };
-    let reason = 'client_closed';
-    const end = (why: string) => {
-      if (abort.signal.aborted) return;
-      reason = why;
-      abort.abort();
-    };
-    ctx.res.once('close', () => end('client_closed'));
-    ctx.status = 200;
-    ctx.set('content-type', 'text/event-stream; charset=utf-8');
-    ctx.set('cache-control', 'no-cache');
-    ctx.set('x-accel-buffering', 'no');
-    ctx.body = out;
-    // A first comment sends the headers now, not with the first line (which may be long in coming).
-    out.write(': following\n\n');
-    const maxTimer = setTimeout(() => end('max_duration'), settings.logsFollowMaxMs);
-    const heartbeat = setInterval(() => out.write(': keep-alive\n\n'), settings.logsHeartbeatMs);
-    void (async () => {
-      try {
-        for await (const line of logs.follow(projectId, appName, query, abort.signal)) {
-          if (abort.signal.aborted) break;
-          out.write(sse('log', presentLogLine(line)));
-          if (out.writableLength > settings.logsMaxBufferedBytes) end('slow_client');
-        }
-        if (!abort.signal.aborted) reason = 'source_ended';
-      } catch (err) {
-        reason = (err as Error).name === 'FollowerTooSlowError' ? 'slow_client' : 'source_failed';
-        log.info({ err: (err as Error).message }, 'log follow ended');
-      } finally {
-        clearTimeout(maxTimer);
-        clearInterval(heartbeat);
-        if (reason !== 'client_closed') out.write(sse('end', { reason }));
-        out.end();
-        abort.abort();
-      }
-    })();
+    respondWithLogFollow(ctx, {
+      follow: (signal) => logs.follow(projectId, appName, query, signal),
+      present: presentLogLine,
+      maxMs: settings.logsFollowMaxMs,
+      heartbeatMs: settings.logsHeartbeatMs,
+      maxBufferedBytes: settings.logsMaxBufferedBytes,
+      ended: (_reason, err) => {
+        if (err) log.info({ err: err.message }, 'log follow ended');
+      },
+    });
   });
 }
 

@@ -8,9 +8,12 @@ import { Writable } from 'node:stream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
+import type { AppLiveness } from '../../../src/dashboard/context.ts';
 import { dashboardSettings } from '../../../src/dashboard/mount.ts';
 import { createKvSessionStore, type SessionStore } from '../../../src/dashboard/sessions.ts';
+import type { DashboardSettings } from '../../../src/dashboard/settings.ts';
 import { createManagementApi } from '../../../src/management/app.ts';
+import type { LogSource } from '../../../src/management/logs/types.ts';
 import type { DeliveryReader, RunReader } from '../../../src/management/readers.ts';
 import type { ManagementStore } from '../../../src/management/store/types.ts';
 import { type Clock, systemClock } from '../../../src/shared/clock.ts';
@@ -29,6 +32,9 @@ export async function startDashboard(deps: {
   store: ManagementStore;
   runs: RunReader;
   deliveries: DeliveryReader;
+  logs?: LogSource;
+  settings?: Partial<DashboardSettings>;
+  liveness?: AppLiveness;
 }): Promise<DashboardServer> {
   let offset = 0;
   const clock: Clock = { now: () => systemClock.now() + offset, sleep: systemClock.sleep };
@@ -47,10 +53,16 @@ export async function startDashboard(deps: {
     store: deps.store,
     runs: deps.runs,
     deliveries: deps.deliveries,
+    ...(deps.logs ? { logs: deps.logs } : {}),
     log: createLogger({ name: 'management', level: 'debug', destination }),
     registry: new Registry(),
     clock,
-    dashboard: { sessions, settings: dashboardSettings(), apiUrl: () => 'http://api.test' },
+    dashboard: {
+      sessions,
+      settings: dashboardSettings(deps.settings),
+      apiUrl: () => 'http://api.test',
+      ...(deps.liveness ? { liveness: deps.liveness } : {}),
+    },
   });
   const server = app.listen(0, '127.0.0.1');
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
