@@ -1,6 +1,7 @@
 /** What every dashboard page handler gets, and the per-request guards (session, CSRF). */
 import type { RouterContext } from '@koa/router';
 import type { Context } from 'koa';
+import type { DeployApi } from '../management/deploy-api.ts';
 import type { LogSource } from '../management/logs/types.ts';
 import type { DeliveryReader, RunReader } from '../management/readers.ts';
 import type { Authenticator } from '../management/service-accounts.ts';
@@ -21,12 +22,15 @@ import {
   sameSecret,
 } from './web.ts';
 
-/** Live figures not every install reports yet (scaling, deploy): a seam, absent until they land. */
+/**
+ * Live figures of an app this process knows and its App status may not carry (local mode: the
+ * in-process gateway's balancer). Cluster figures come from the App's status and the deploy target.
+ */
 export interface AppLiveness {
   get(
     projectId: string,
     appName: string,
-  ): Promise<{ inFlight?: number; desiredReplicas?: number; version?: string }>;
+  ): Promise<{ inFlight?: number; queued?: number; readyReplicas?: number; desiredReplicas?: number }>;
 }
 
 /** Bounds of a live log tail (the logs API's: APPHOST_MANAGEMENT_LOGS_*). */
@@ -51,6 +55,8 @@ export interface DashboardDeps {
   /** The public {api_url}, when known (for app URLs and curl lines). */
   apiUrl: () => string | undefined;
   liveness?: AppLiveness;
+  /** Deployed versions (the apps routes' target): build, bundle, replicas; absent where there are none. */
+  deploy?: DeployApi;
   /** The apps' log lines (the logs API's source); no live tail when absent. */
   logs?: LogSource;
   logBounds: LogFollowBounds;

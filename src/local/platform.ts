@@ -31,6 +31,7 @@ import { createDeliveryStore } from '../webhooks/deliveries.ts';
 import { createWebhookDispatcher } from '../webhooks/dispatcher.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../webhooks/settings.ts';
 import { ensureWebhooksStream, openDeliveriesBucket } from '../webhooks/stream.ts';
+import { balancerLiveness } from './app-liveness.ts';
 import { urlHost } from './credentials.ts';
 import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from './dev.ts';
 
@@ -138,6 +139,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         sessions: createKvSessionStore(sessionsKv),
         settings,
         apiUrl: () => `http://${urlHost(opts.host)}:${platform.apiPort}`,
+        liveness: balancerLiveness(balancer),
       },
       ...(deploy ? { deploy } : {}),
     });

@@ -1,8 +1,10 @@
 /**
  * The dashboard in a real headless Chromium against `apphost dev` (a child process): sign in with the
- * keyboard; create a key and use its token on the management API; revoke it → 401; watch an async run
- * go queued → running → success with its webhook attempts; cancel a long run; unassign a domain and
- * see its host answer 404; sign out. Every page is screenshot at 1280 and 390 px wide.
+ * keyboard; apps with their version and calls in flight; an app's live log tail, which stops when the
+ * page goes away; create a key and use its token on the management API; revoke it → 401; watch an async
+ * run go queued → running → success with its webhook attempts and its result; a streamed run's result;
+ * sync calls with their mode and the mode filter; cancel a long run; unassign a domain and see its host
+ * answer 404; sign out. Every page is screenshot at 1280 and 390 px wide.
  */
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
@@ -71,8 +73,13 @@ describe('dashboard in Chromium (e2e)', () => {
     pageProblems.push(...(await checkPage(page)).map((p) => `${name}: ${p}`));
     await screenshot(page, name);
   };
-  const runAsync = async (query: string, body: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${creds.api_url}/v4/${creds.project_id}/slow/run?async=true${query}`, {
+  const runAsync = async (
+    query: string,
+    body: unknown,
+    headers: Record<string, string> = {},
+    app = 'slow',
+  ) => {
+    const res = await fetch(`${creds.api_url}/v4/${creds.project_id}/${app}/run?async=true${query}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${creds.run_token}`, 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body),
@@ -81,6 +88,30 @@ describe('dashboard in Chromium (e2e)', () => {
     return ((await res.json()) as { run_id: string }).run_id;
   };
   const row = (runId: string, state: string) => `tr[data-run="${runId}"][data-state="${state}"]`;
+  const api = async <T>(path: string): Promise<T> => {
+    const res = await fetch(`${creds.base_url}/v2/projects/${creds.project_id}${path}`, {
+      headers: { authorization: `Bearer ${creds.service_account_token}` },
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as T;
+  };
+  const syncCall = (app: string, body: unknown, signal?: AbortSignal) =>
+    fetch(`${creds.api_url}/v4/${creds.project_id}/${app}/run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${creds.run_token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    });
+  /** Reloads `url` until `check` holds on the page (bounded). */
+  const reloadUntil = async (url: string, what: string, check: () => Promise<boolean>) => {
+    const deadline = Date.now() + UI_TIMEOUT_MS;
+    for (;;) {
+      await page.goto(url);
+      if (await check()) return;
+      if (Date.now() > deadline) throw new Error(`${what}: not seen within ${UI_TIMEOUT_MS} ms`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
 
   it('redirects to sign-in, refuses a bad token next to the field, and signs in with the keyboard', async () => {
     await page.goto(`${creds.base_url}/`);
@@ -102,19 +133,69 @@ describe('dashboard in Chromium (e2e)', () => {
     expect(await page.evaluate('document.activeElement.textContent')).toBe('Skip to content');
     await page.keyboard.press('Enter');
     expect(await page.evaluate('document.activeElement.id')).toBe('main');
+    // Before any call: the empty state tells a new user what to do.
+    await page.goto(dash('/runs'));
+    expect(await page.textContent('main')).toContain('No runs yet.');
+    await shoot('runs-empty');
+    await page.goto(dash('/apps'));
   });
 
-  it('lists the apps; an app page has its URL, curl line, runs and configuration', async () => {
+  it('lists the apps with the version that runs and the calls in flight', async () => {
     expect(await page.textContent('main')).toMatch(/hello[\s\S]*slow[\s\S]*stream/);
+    // apphost dev deploys each app folder through the build pipeline: the build is the version.
+    const { apps } = await api<{ apps: Array<{ name: string; build_id?: string }> }>('/apps');
+    const hello = apps.find((a) => a.name === 'hello')?.build_id ?? '';
+    expect(hello).not.toBe('');
+    expect(await page.textContent('tr[data-app="hello"] td[data-label="Version"]')).toContain(hello);
+    // A sync call held in the slow app is in flight; the page shows it (the in-process balancer's count).
+    const held = new AbortController();
+    const call = syncCall('slow', { seconds: 20, label: 'held' }, held.signal).catch(() => undefined);
+    await reloadUntil(
+      dash('/apps'),
+      'one call in flight to slow',
+      async () => (await page.textContent('tr[data-app="slow"] td[data-label="In flight"]'))?.trim() === '1',
+    );
     await shoot('apps');
-    await page.click('a[href="/dashboard/apps/slow"]');
-    await page.waitForURL(dash('/apps/slow'));
+    // The caller gives up: the sync call is recorded as cancelled (see the mode filter below).
+    held.abort();
+    await call;
+  });
+
+  it('an app page has its URL, curl line, version, runs, configuration and a live log tail that stops when the page goes away', async () => {
+    await page.click('a[href="/dashboard/apps/hello"]');
+    await page.waitForURL(dash('/apps/hello'));
     const main = (await page.textContent('main')) ?? '';
-    expect(main).toContain(`${creds.api_url}/v4/${creds.project_id}/slow`);
+    expect(main).toContain(`${creds.api_url}/v4/${creds.project_id}/hello`);
     expect(main).toContain('Authorization: Bearer $RUN_TOKEN');
-    expect(main).toContain('responseGracePeriodSeconds: 120');
-    expect(main).toContain('No runs of this app yet.');
+    expect(main).toMatch(/Version\s*build \S+/);
+    expect(main).toMatch(/Bundle\s*sha256:[0-9a-f]{64}/);
+    await page.waitForSelector('#log-tail[data-log-state="live"]', { timeout: UI_TIMEOUT_MS });
+    // A call made now shows up in the tail: the runtime logs each call with its request id.
+    const res = await syncCall('hello', { name: 'tail' });
+    expect(res.status).toBe(200);
+    const rid = res.headers.get('x-request-id') ?? '';
+    await page.waitForFunction(
+      `document.getElementById('log-tail').textContent.includes('${rid}')`,
+      undefined,
+      {
+        timeout: UI_TIMEOUT_MS,
+      },
+    );
     await shoot('app');
+    // Leaving the page closes the stream (the browser cancels it; the server then ends its follow).
+    const closed = new Promise<string>((resolve) => {
+      const seen = (r: { url(): string }) => {
+        if (r.url().endsWith('/dashboard/apps/hello/logs')) resolve(r.url());
+      };
+      page.on('requestfailed', seen);
+      page.on('requestfinished', seen);
+    });
+    await page.goto(dash('/apps/slow'));
+    await Promise.race([
+      closed,
+      new Promise((_r, fail) => setTimeout(() => fail(new Error('log stream still open')), UI_TIMEOUT_MS)),
+    ]);
+    expect(await page.textContent('main')).toContain('responseGracePeriodSeconds: 120');
   });
 
   it('creates a key whose token works on the management API, and revokes it (then 401)', async () => {
@@ -155,9 +236,8 @@ describe('dashboard in Chromium (e2e)', () => {
   it('shows an async run queued → running → success with its webhook attempts, and cancels a long run', {
     timeout: 240_000,
   }, async () => {
-    await page.goto(dash('/runs'));
-    expect(await page.textContent('main')).toContain('No runs yet.');
-    await shoot('runs-empty');
+    await page.goto(dash('/runs?mode=async'));
+    expect(await page.textContent('main')).toContain('No run matches this filter.');
 
     const long = await runAsync('', { seconds: 60, label: 'long' });
     await page.goto(dash('/runs?app=slow'));
@@ -196,20 +276,49 @@ describe('dashboard in Chromium (e2e)', () => {
     expect(hooks.some((h) => h.requestId === hooked && h.body.includes('hooked'))).toBe(true);
     expect(hooks.some((h) => h.requestId === long)).toBe(false);
 
+    // The result: its type and size in the row; its body loaded when the row is opened.
+    expect(await page.textContent(`tr[data-run="${hooked}"] .result-summary`)).toMatch(/application\/json/);
+    await page.click(`tr[data-run="${hooked}"] details.result-row summary`);
+    await page.waitForSelector(`tr[data-run="${hooked}"] .result-body pre.result`, {
+      timeout: UI_TIMEOUT_MS,
+    });
+    expect(await page.textContent(`tr[data-run="${hooked}"] .result-body`)).toContain('"label": "hooked"');
+    await shoot('runs-result');
+
     await page.click(`tr[data-run="${hooked}"] th a`);
     await page.waitForURL(dash(`/runs/slow/${hooked}`));
     const detail = (await page.textContent('main')) ?? '';
     expect(detail).toMatch(/delivered/);
     expect(detail).toMatch(/#1/);
     expect(detail).toMatch(/success/);
+    // Pretty-printed JSON, as the function returned it.
+    expect(await page.textContent('pre.result')).toContain('{\n  "label": "hooked",\n  "slept_seconds": 3');
     await shoot('run');
 
-    // Filters: by state, by mode.
+    // A generator's run keeps its events, marked streamed.
+    const streamed = await runAsync('', {}, {}, 'stream');
+    await reloadUntil(dash(`/runs/stream/${streamed}`), 'the streamed run finished', async () =>
+      Boolean(await page.$('.state-success')),
+    );
+    expect(await page.textContent('[data-mark="streamed"]')).toMatch(/event stream as it was sent/);
+    expect(await page.textContent('pre.result')).toContain('data: {"n": 1, "of": 5}');
+
+    // Filters: by state, by mode (sync calls are recorded too, with their mode).
     await page.goto(dash('/runs?app=slow&state=cancelled'));
     expect(await page.$(row(long, 'cancelled'))).not.toBeNull();
     expect(await page.$(`tr[data-run="${hooked}"]`)).toBeNull();
-    await page.goto(dash('/runs?mode=sync'));
-    expect(await page.textContent('main')).toContain('No run matches this filter.');
+    // The sync call the apps test gave up on: recorded as cancelled, mode sync.
+    await page.goto(dash('/runs?mode=sync&app=slow'));
+    const held = (await page.getAttribute('tr[data-state="cancelled"]', 'data-run')) ?? '';
+    expect(held).not.toBe('');
+    expect(new Set(await page.$$eval('tr[data-run] .mode', (els) => els.map((e) => e.textContent)))).toEqual(
+      new Set(['sync']),
+    );
+    expect(await page.$(`tr[data-run="${hooked}"]`)).toBeNull();
+    await shoot('runs-sync');
+    await page.goto(dash('/runs?mode=async&app=slow'));
+    expect(await page.$(`tr[data-run="${held}"]`)).toBeNull();
+    expect(await page.$(row(hooked, 'success'))).not.toBeNull();
   });
 
   it('unassigns a domain after a confirmation, and its host then answers 404', async () => {

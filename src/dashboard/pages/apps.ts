@@ -1,6 +1,7 @@
 /** Apps: each app's runtime, replicas, in-flight calls, version, URL; an app's page with runs, logs, config. */
 import type { Router } from '@koa/router';
 import { stringify } from 'yaml';
+import type { DeployApi } from '../../management/deploy-api.ts';
 import { respondWithLogFollow } from '../../management/logs/sse.ts';
 import { presentLogLine } from '../../management/routes/logs.ts';
 import type { AppRecord } from '../../management/store/types.ts';
@@ -14,11 +15,35 @@ import { appRunsTable, loadRuns } from './runs.ts';
 
 const NOT_REPORTED = '—';
 
-async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
+/** An app as the deploy target (the apps routes') sees it. */
+type DeployedApp = Awaited<ReturnType<DeployApi['target']['list']>>[number];
+
+/** `sha256:0123456789ab…`: enough to tell versions apart on a page (the full digest is in its title). */
+export const shortDigest = (d: string) => (d.length > 19 ? `${d.slice(0, 19)}…` : d);
+
+/**
+ * What runs: the build that deployed it (apphost deploy, or apphost dev's folder deploys) and its
+ * bundle and dependency set; for an App applied by hand, the bundle its spec names, if any.
+ */
+export function versionOf(a: AppRecord, deployed: DeployedApp | undefined) {
+  const bundle = deployed?.bundle ?? a.spec.code?.artifacts?.bundle;
+  const dependencies = deployed?.dependencies ?? a.spec.code?.artifacts?.dependencies;
+  const buildId = deployed?.buildId;
+  return {
+    label: buildId ?? (bundle ? shortDigest(bundle) : NOT_REPORTED),
+    buildId,
+    bundle,
+    dependencies,
+  };
+}
+
+async function appView(deps: PageDeps, projectId: string, a: AppRecord, deployed: DeployedApp | undefined) {
   const live = (await deps.liveness?.get(projectId, a.name)) ?? {};
-  const ready = a.status?.readyReplicas;
-  // The autoscaler writes desiredReplicas and observedConcurrency into the App's status (cluster mode).
-  const desired = live.desiredReplicas ?? a.status?.desiredReplicas;
+  // Deployed apps: the deploy target's view (as GET /apps/{app} shows it); else the App status the
+  // operator and the autoscaler write (readyReplicas, desiredReplicas, observedConcurrency).
+  const ready = deployed?.readyReplicas ?? live.readyReplicas ?? a.status?.readyReplicas;
+  const desired = deployed?.desiredReplicas ?? live.desiredReplicas ?? a.status?.desiredReplicas;
+  const inFlight = live.inFlight ?? a.status?.observedConcurrency;
   const readyCondition = a.status?.conditions?.find((c) => c.type === 'Ready');
   const apiUrl = deps.apiUrl() ?? '{api_url}';
   const url = `${apiUrl}/v4/${projectId}/${a.name}`;
@@ -26,8 +51,9 @@ async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
     name: a.name,
     runtime: a.spec.runtime,
     replicas: `${ready ?? NOT_REPORTED} / ${desired ?? NOT_REPORTED}`,
-    inFlight: live.inFlight ?? a.status?.observedConcurrency ?? NOT_REPORTED,
-    version: live.version ?? NOT_REPORTED,
+    inFlight:
+      inFlight === undefined ? NOT_REPORTED : `${inFlight}${live.queued ? ` (+${live.queued} waiting)` : ''}`,
+    version: versionOf(a, deployed),
     url,
     curl: `curl -X POST "${url}/run" -H "Authorization: Bearer $RUN_TOKEN" -H 'Content-Type: application/json' -d '{}'`,
     ready: readyCondition
@@ -35,7 +61,12 @@ async function appView(deps: PageDeps, projectId: string, a: AppRecord) {
           status: readyCondition.status,
           label: readyCondition.status === 'True' ? 'Ready' : (readyCondition.reason ?? 'Not ready'),
         }
-      : undefined,
+      : deployed
+        ? {
+            status: deployed.ready ? 'True' : 'False',
+            label: deployed.ready ? 'Ready' : (deployed.message ?? 'Not ready'),
+          }
+        : undefined,
     config: stringify(a.spec),
   };
 }
@@ -53,7 +84,11 @@ export function registerAppPages(router: Router, deps: PageDeps): void {
   router.get('dashboardApps', '/apps', async (ctx) => {
     const session = await requireSession(ctx, deps);
     if (!session) return;
-    const apps = await deps.store.listApps(session.projectId);
+    const [apps, deployed] = await Promise.all([
+      deps.store.listApps(session.projectId),
+      deps.deploy ? deps.deploy.target.list(session.projectId) : [],
+    ]);
+    const byName = new Map(deployed.map((d) => [d.name, d]));
     deps.render.page(ctx, {
       title: 'Apps',
       section: 'apps',
@@ -61,7 +96,7 @@ export function registerAppPages(router: Router, deps: PageDeps): void {
       template: 'apps',
       data: {
         projectId: session.projectId,
-        apps: await Promise.all(apps.map((a) => appView(deps, session.projectId, a))),
+        apps: await Promise.all(apps.map((a) => appView(deps, session.projectId, a, byName.get(a.name)))),
       },
     });
   });
@@ -71,8 +106,9 @@ export function registerAppPages(router: Router, deps: PageDeps): void {
     if (!session) return;
     const app = await appOf(session, ctx.params.app);
     const logs = deps.logs;
+    const deployed = await deps.deploy?.target.get(session.projectId, app.name);
     const [view, rows, lines] = await Promise.all([
-      appView(deps, session.projectId, app),
+      appView(deps, session.projectId, app, deployed),
       loadRuns(deps, session.projectId, { app: app.name }, [app.name]),
       // The last lines as the page is made (without JavaScript, that is all there is).
       logs?.read(

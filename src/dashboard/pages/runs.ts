@@ -114,7 +114,8 @@ export function appRunsTable(deps: PageDeps, session: Session, app: string, rows
     back: `/dashboard/apps/${app}`,
     caption: `Latest ${APP_PAGE_RUNS} runs of this app`,
     emptyTitle: 'No runs of this app yet.',
-    emptyHint: 'Add ?async=true to a call: it is queued and shows up here with its state.',
+    emptyHint:
+      'Call one of its functions: a sync call shows up here once it is answered; with ?async=true it is queued and shows up at once, with its state.',
   });
 }
 

@@ -20,7 +20,7 @@ export const APPS = `<hgroup>
       <td data-label="Runtime"><%= a.runtime %></td>
       <td data-label="Replicas ready / desired"><%= a.replicas %></td>
       <td data-label="In flight"><%= a.inFlight %></td>
-      <td data-label="Version"><%= a.version %></td>
+      <td data-label="Version"><% if (a.version.buildId || a.version.bundle) { %><code title="<%= a.version.bundle || '' %>"><%= a.version.label %></code><% } else { %><%= a.version.label %><% } %></td>
       <td data-label="URL"><code class="curl"><%= a.url %></code></td>
     </tr>
 <% } %>
@@ -38,7 +38,13 @@ export const APP = `<hgroup>
 <dl class="grid-dl">
   <dt>Replicas ready / desired</dt><dd><%= it.app.replicas %></dd>
   <dt>In flight</dt><dd><%= it.app.inFlight %></dd>
-  <dt>Version</dt><dd><%= it.app.version %></dd>
+  <dt>Version</dt><dd><% if (it.app.version.buildId) { %>build <code><%= it.app.version.buildId %></code><% } else if (!it.app.version.bundle) { %><%= it.app.version.label %> <small class="muted">(not deployed with apphost deploy)</small><% } else { %>bundle only<% } %></dd>
+<% if (it.app.version.bundle) { %>
+  <dt>Bundle</dt><dd><code class="curl"><%= it.app.version.bundle %></code></dd>
+<% } %>
+<% if (it.app.version.dependencies) { %>
+  <dt>Dependencies</dt><dd><code class="curl"><%= it.app.version.dependencies %></code></dd>
+<% } %>
   <dt>URL</dt><dd><code class="curl"><%= it.app.url %></code></dd>
 </dl>
 <h2>Call it</h2>

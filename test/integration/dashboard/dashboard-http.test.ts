@@ -341,6 +341,21 @@ describe('dashboard over HTTP', () => {
     }
   });
 
+  it("shows an app's version: the bundle its App names (full digest on its page), or a dash", async () => {
+    const bundle = `sha256:${'ab'.repeat(32)}` as const;
+    const dependencies = `sha256:${'cd'.repeat(32)}` as const;
+    store.addApp('proj', 'packed', { runtime: 'cortex', code: { artifacts: { bundle, dependencies } } });
+    const b = await signedIn();
+    const apps = await b.get('/dashboard/apps');
+    const packed = /<tr data-app="packed">[\s\S]*?<\/tr>/.exec(apps.text)?.[0] ?? '';
+    expect(packed).toContain(`<code title="${bundle}">sha256:abababababab…</code>`);
+    const hello = /<tr data-app="hello">[\s\S]*?<\/tr>/.exec(apps.text)?.[0] ?? '';
+    expect(hello).toMatch(/data-label="Version">—</);
+    const page = await b.get('/dashboard/apps/packed');
+    expect(page.text).toContain(bundle);
+    expect(page.text).toContain(dependencies);
+  });
+
   it('refuses an oversized form with 413', async () => {
     const b = await signedIn();
     const r = await b.post('/dashboard/keys', { name: 'x'.repeat(20_000), _csrf: 'x' });
