@@ -44,6 +44,8 @@ export interface GatewayDeps {
   resolver: AppResolver;
   verifyRunToken: RunTokenVerifier;
   nc: NatsConnection;
+  /** Whether NATS is connected now (shared/nats/connect.ts); by default, whether `nc` is not closed. */
+  natsConnected?: () => boolean;
   secretBox: SecretBox;
   log: Logger;
   registry: Registry;
@@ -145,6 +147,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
 
   const syncCalls = createSyncCallRecorder({
     publish: (subject, data) => deps.nc.publish(subject, data),
+    connected: deps.natsConnected ?? (() => !deps.nc.isClosed()),
     settings: {
       perAppPerSecond: settings.syncRecordsPerAppPerSecond,
       perSecond: settings.syncRecordsPerSecond,

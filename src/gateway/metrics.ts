@@ -48,7 +48,7 @@ export function createGatewayMetrics(
     }),
     syncRecordsSkipped: new Counter({
       name: 'apphost_gateway_sync_records_skipped_total',
-      help: 'Sync calls not recorded for the dashboard and runs API: rate (over APPHOST_GATEWAY_SYNC_RECORDS_PER_*), publish_failed (NATS connection down).',
+      help: 'Sync calls not recorded for the dashboard and runs API: rate (over APPHOST_GATEWAY_SYNC_RECORDS_PER_*), disconnected (NATS reconnecting), publish_failed (connection closed).',
       labelNames: ['reason'],
       registers: [registry],
     }),

@@ -130,6 +130,7 @@ export async function serveGateway(opts: {
       { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
     ),
     nc,
+    natsConnected: nats.connected,
     secretBox,
     log: log.child({ component: 'gateway' }),
     registry,

@@ -102,4 +102,32 @@ describe('createSyncCallRecorder', () => {
     expect(JSON.parse(sent[0]?.[1] ?? '{}')).toMatchObject({ runId: 'req-1', mode: 'sync' });
     expect(skipped).toEqual(['rate', 'publish_failed']);
   });
+
+  it('drops records while NATS is disconnected instead of queueing them', () => {
+    const sent: string[] = [];
+    const skipped: string[] = [];
+    let up = false;
+    const rec = createSyncCallRecorder({
+      publish: (subject) => sent.push(subject),
+      connected: () => up,
+      settings: { perAppPerSecond: 10, perSecond: 10 },
+      skipped: (why) => skipped.push(why),
+    });
+    rec.record(call());
+    up = true;
+    rec.record(call({ requestId: 'req-2' }));
+    expect(sent).toEqual(['apphost.calls.p.a']);
+    expect(skipped).toEqual(['disconnected']);
+  });
+
+  it('does not throw on a call it cannot turn into a record', () => {
+    const skipped: string[] = [];
+    const rec = createSyncCallRecorder({
+      publish: () => {},
+      settings: { perAppPerSecond: 10, perSecond: 10 },
+      skipped: (why) => skipped.push(why),
+    });
+    expect(() => rec.record(call({ startedAtMs: Number.NaN }))).not.toThrow();
+    expect(skipped).toEqual(['publish_failed']);
+  });
 });

@@ -102,25 +102,37 @@ export interface SyncCallRecorder {
   record(call: SyncCall): void;
 }
 
+export type SyncCallSkip = 'rate' | 'disconnected' | 'publish_failed';
+
 export function createSyncCallRecorder(deps: {
   /** Core NATS publish (fire and forget): the SYNC_CALLS stream stores what reaches it. */
   publish: (subject: string, data: string) => void;
+  /**
+   * Whether NATS is connected now. While it is not, records are dropped rather than queued: the
+   * client buffers publishes without a bound until it reconnects.
+   */
+  connected?: () => boolean;
   settings: SyncCallSettings;
   /** A call not recorded, and why (metrics). */
-  skipped?: (why: 'rate' | 'publish_failed') => void;
+  skipped?: (why: SyncCallSkip) => void;
 }): SyncCallRecorder {
   const admit = createSyncCallLimiter(deps.settings);
   return {
     record(call) {
-      if (deps.settings.perAppPerSecond <= 0) return;
-      if (!admit(`${call.projectId}/${call.appName}`, call.finishedAtMs)) {
-        deps.skipped?.('rate');
-        return;
-      }
+      // Called from the access log's 'close' listener: a throw here would be an uncaught exception.
       try {
+        if (deps.settings.perAppPerSecond <= 0) return;
+        if (!admit(`${call.projectId}/${call.appName}`, call.finishedAtMs)) {
+          deps.skipped?.('rate');
+          return;
+        }
+        if (deps.connected && !deps.connected()) {
+          deps.skipped?.('disconnected');
+          return;
+        }
         deps.publish(syncCallSubject(call.projectId, call.appName), JSON.stringify(syncCallRecord(call)));
       } catch {
-        // A closed or reconnecting connection: a sync call's record is not worth more than the call.
+        // A closed connection or a record that cannot be written: not worth more than the call.
         deps.skipped?.('publish_failed');
       }
     },
