@@ -12,6 +12,7 @@ import {
   panicWithinStable,
 } from '../autoscaler/settings.ts';
 import type { BackoffSettings } from '../shared/backoff.ts';
+import { DEFAULT_RUNTIME_IMAGE } from '../shared/images.ts';
 import { DEFAULT_CLUSTER_DOMAIN } from '../shared/kube/cluster-domain.ts';
 import { commonEnv, int, optionalText, readEnv, text } from '../shared/settings.ts';
 import type { ArtifactFetchSettings } from './app/resources/artifacts.ts';
@@ -58,10 +59,7 @@ export interface OperatorSettings {
   autoscaler: AutoscalerLoopSettings;
 }
 
-/** The cortex runtime image `make images` builds (hack/images/names.ts; checked by image-names.test.ts). */
-export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/apphost/runtime-python:0.1.0';
-
-export { DEFAULT_AUTOSCALER_LOOP_SETTINGS };
+export { DEFAULT_AUTOSCALER_LOOP_SETTINGS, DEFAULT_RUNTIME_IMAGE };
 
 export function defaultOperatorSettings(overrides: Partial<OperatorSettings> = {}): OperatorSettings {
   return {

@@ -10,6 +10,12 @@ import type { App } from '../../../apis/v1alpha1/types.ts';
 export const FETCH_CONTAINER_NAME = 'fetch-code';
 export const DEPS_VOLUME = 'deps';
 export const DEPS_DIR = '/deps';
+/**
+ * Where the init container writes: not /app, which is the platform image's own folder (a volume there
+ * would hide its program).
+ */
+const FETCH_APP_DIR = '/fetch/app';
+const FETCH_DEPS_DIR = '/fetch/deps';
 
 export interface ArtifactFetchSettings {
   /** The platform image (it has `apphost fetch-artifacts`). */
@@ -46,13 +52,13 @@ export function artifactPodParts(
         '--bundle',
         a.bundle,
         '--into',
-        appDir,
-        ...(deps ? ['--dependencies', deps, '--dependencies-into', DEPS_DIR] : []),
+        FETCH_APP_DIR,
+        ...(deps ? ['--dependencies', deps, '--dependencies-into', FETCH_DEPS_DIR] : []),
       ],
       env: [{ name: 'NATS_URL', value: s.natsUrl }],
       volumeMounts: [
-        { name: codeVolume, mountPath: appDir },
-        ...(deps ? [{ name: DEPS_VOLUME, mountPath: DEPS_DIR }] : []),
+        { name: codeVolume, mountPath: FETCH_APP_DIR },
+        ...(deps ? [{ name: DEPS_VOLUME, mountPath: FETCH_DEPS_DIR }] : []),
       ],
     },
     volumes: [{ name: codeVolume, emptyDir: {} }, ...(deps ? [{ name: DEPS_VOLUME, emptyDir: {} }] : [])],

@@ -240,12 +240,13 @@ describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () =>
         'fetch-artifacts',
         '--bundle',
         bundle,
+        // Not /app: that is the platform image's own folder (a volume there would hide its program).
         '--into',
-        '/app',
+        '/fetch/app',
         '--dependencies',
         dependencies,
         '--dependencies-into',
-        '/deps',
+        '/fetch/deps',
       ],
       env: [{ name: 'NATS_URL', value: 'nats://nats.apphost-system:4222' }],
       // hardened like every container of the pod (restricted Pod Security)
@@ -253,8 +254,8 @@ describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () =>
     });
     expect(pod(d).initContainers?.[0]?.volumeMounts).toEqual(
       expect.arrayContaining([
-        { name: 'code', mountPath: '/app' },
-        { name: 'deps', mountPath: '/deps' },
+        { name: 'code', mountPath: '/fetch/app' },
+        { name: 'deps', mountPath: '/fetch/deps' },
       ]),
     );
     expect(pod(d).volumes).toEqual(
@@ -281,7 +282,7 @@ describe('makeDeployment: code from apphost deploy (spec.code.artifacts)', () =>
       '--bundle',
       bundle,
       '--into',
-      '/app',
+      '/fetch/app',
     ]);
     expect(pod(d).volumes?.map((v) => v.name)).toEqual(['code', 'tmp']);
     expect(first(d).command).not.toContain('--deps-dir');

@@ -2,6 +2,7 @@
 import type { V1Container, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { deploymentReplicas, effectiveScaling } from '../../../apis/v1alpha1/scaling.ts';
 import { type App, DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS, Runtime } from '../../../apis/v1alpha1/types.ts';
+import { DEFAULT_PLATFORM_IMAGE } from '../../../shared/images.ts';
 import type { Deployment } from '../../../shared/kube/objects.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
 import { type ArtifactFetchSettings, artifactPodParts } from './artifacts.ts';
@@ -29,7 +30,7 @@ export interface DeploymentSettings {
 }
 
 export const DEFAULT_ARTIFACT_FETCH: ArtifactFetchSettings = {
-  platformImage: 'ghcr.io/apphost/apphost:0.1.0',
+  platformImage: DEFAULT_PLATFORM_IMAGE,
   natsUrl: 'nats://127.0.0.1:4222',
 };
 
