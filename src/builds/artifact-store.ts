@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { KV } from '@nats-io/kv';
+import { type KV, Kvm } from '@nats-io/kv';
 import { type ObjectStore, Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
@@ -58,6 +58,14 @@ export async function openArtifactStore(nc: NatsConnection): Promise<ArtifactSto
  */
 export async function openArtifactStoreForReading(nc: NatsConnection): Promise<ArtifactStore> {
   return createArtifactStore(await new Objm(nc).open(ARTIFACTS_BUCKET), undefined);
+}
+
+/** Opens both buckets without creating anything (a build Job's publish step: the platform created them). */
+export async function openExistingArtifactStore(nc: NatsConnection): Promise<ArtifactStore> {
+  return createArtifactStore(
+    await new Objm(nc).open(ARTIFACTS_BUCKET),
+    await new Kvm(nc).open(DEPENDENCY_SETS_BUCKET),
+  );
 }
 
 export function createArtifactStore(os: ObjectStore, kv: KV | undefined): ArtifactStore {

@@ -32,7 +32,7 @@ export const BuildFailure = {
 export type BuildFailure = (typeof BuildFailure)[keyof typeof BuildFailure];
 
 export type DependencyBuildResult =
-  | { ok: true; digest: Sha256Digest; files: number; unpackedBytes: number }
+  | { ok: true; digest: Sha256Digest; files?: number; unpackedBytes?: number }
   | { ok: false; failure: BuildFailure; message: string };
 
 export interface DependencyBuilder {

@@ -4,7 +4,7 @@
  * unpacks it into its folder — an emptyDir the app container then mounts read-only. Whatever a failed
  * attempt left is removed first, so a restarted init container starts clean.
  */
-import { readdir, rm } from 'node:fs/promises';
+import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
@@ -28,6 +28,12 @@ export const FETCH_ARTIFACTS_SPEC: CommandSpec = {
       type: 'string',
       value: 'DIR',
       description: 'where the dependency set is unpacked',
+    },
+    file: {
+      type: 'string',
+      value: 'DIGEST:PATH',
+      description:
+        "also a plain artifact (not an archive), checked and written to PATH (a build's requirements)",
     },
   },
   settings: [
@@ -77,6 +83,12 @@ export async function runFetchArtifactsCommand(
     if (!v['dependencies-into']) throw new UsageError('--dependencies needs --dependencies-into');
     wanted.push({ digest: deps, dir: v['dependencies-into'], what: 'dependency set' });
   }
+  let file: { digest: Sha256Digest; path: string } | undefined;
+  if (v.file !== undefined) {
+    const m = /^(sha256:[0-9a-f]{64}):(.+)$/.exec(v.file);
+    if (!m?.[1] || !m[2]) throw new UsageError('--file must be sha256:<64 hex>:<path>');
+    file = { digest: m[1] as Sha256Digest, path: m[2] };
+  }
   if (!env.NATS_URL) throw new UsageError('NATS_URL is required');
   const timeoutMs = Number(env.APPHOST_FETCH_TIMEOUT_SECONDS || DEFAULT_FETCH_TIMEOUT_SECONDS) * 1000;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
@@ -104,6 +116,11 @@ export async function runFetchArtifactsCommand(
         await emptyDir(w.dir);
         throw new Error(`${w.what} ${w.digest}: ${(err as Error).message}`);
       }
+    }
+    if (file) {
+      const data = await store.get(file.digest);
+      await writeFile(file.path, data);
+      io.out(`file ${file.digest}: ${data.length} bytes, checked, in ${file.path}`);
     }
     return 0;
   } finally {

@@ -253,6 +253,12 @@ export const COMMANDS: readonly Command[] = [
     load: command(() => import('../builds/fetch-command.ts'), 'runFetchArtifactsCommand'),
   },
   {
+    name: 'publish-dependencies',
+    kind: 'tool',
+    summary: 'store a built dependency set under its key (the last step of a dependency build Job)',
+    load: command(() => import('../builds/publish-command.ts'), 'runPublishDependenciesCommand'),
+  },
+  {
     name: 'rotate-run-token-keys',
     kind: 'tool',
     summary: 'put a fresh run-token signing key in front (older tokens stay valid until they expire)',

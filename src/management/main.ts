@@ -12,6 +12,7 @@ import { ensureRunsBucket } from '../runs/infrastructure.ts';
 import { createRunStore } from '../runs/store.ts';
 import { createSyncCallReader } from '../runs/sync-call-reader.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
+import { createProjectNamespaces } from '../shared/kube/projects.ts';
 import { listen } from '../shared/listen.ts';
 import { createLogger } from '../shared/log.ts';
 import { connectNats } from '../shared/nats/connect.ts';
@@ -34,6 +35,7 @@ import { findDeliveriesBucket } from '../webhooks/stream.ts';
 import { createManagementApi } from './app.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
 import { withDeadline } from './deadline.ts';
+import { DeployEnv, startClusterDeploys } from './deploys.ts';
 import { createKubeLogSource, DEFAULT_KUBE_LOG_SETTINGS } from './logs/kube.ts';
 import { withSyncCalls } from './run-reader.ts';
 import { createKubeStore } from './store/kube.ts';
@@ -67,6 +69,9 @@ export const ManagementEnv = z.object({
   APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD: int(DEFAULT_KUBE_LOG_SETTINGS.limitBytesPerPod, {
     min: 1_024,
   }),
+  APPHOST_MANAGEMENT_UPLOAD_TIMEOUT_MS: int(300_000, { min: 1_000 }),
+  APPHOST_BUILD_WORKER_STOP_MS: int(10_000, { min: 0 }),
+  ...DeployEnv,
 });
 export type ManagementEnv = z.output<typeof ManagementEnv>;
 
@@ -146,6 +151,24 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     'the session store',
   );
 
+  const projects = createProjectNamespaces(kc, { cacheMs: cfg.APPHOST_MANAGEMENT_PROJECT_CACHE_MS });
+  const deploys = await retryJetStreamSetup(
+    'creating the deploy streams and buckets',
+    () =>
+      startClusterDeploys({
+        kc,
+        nc,
+        jsm,
+        replicas,
+        natsUrl: cfg.NATS_URL,
+        projects,
+        cfg,
+        apiUrl: cfg.APPHOST_DEPLOY_API_URL ?? cfg.APPHOST_DASHBOARD_API_URL,
+        log,
+      }),
+    { boundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS * 6, log },
+  );
+
   const app = createManagementApi({
     store,
     runs,
@@ -171,12 +194,14 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
       logsHeartbeatMs: cfg.APPHOST_MANAGEMENT_LOGS_HEARTBEAT_MS,
     },
     dashboard: { sessions, settings: dashboard, apiUrl: () => dashboard.apiUrl },
+    deploy: deploys.deploy,
   });
   // Make sure the run-token key Secret exists (first start generates it) before serving.
   await store.getRunTokenKeys();
 
   const server = createServer(app.callback());
-  server.requestTimeout = backendMs * 3;
+  // A bundle upload may take longer than any other request.
+  server.requestTimeout = Math.max(backendMs * 3, cfg.APPHOST_MANAGEMENT_UPLOAD_TIMEOUT_MS);
   await listen(server, cfg.APPHOST_MANAGEMENT_PORT, cfg.APPHOST_MANAGEMENT_HOST, 'APPHOST_MANAGEMENT_PORT');
   const ops = await startOpsServer({
     port: cfg.APPHOST_OPS_PORT,
@@ -205,6 +230,8 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
           server.closeIdleConnections();
         }),
     },
+    // Unfinished builds go back to the queue: the next management pod resumes them.
+    { name: 'builds', run: () => deploys.worker.stop(cfg.APPHOST_BUILD_WORKER_STOP_MS) },
     { name: 'nats', run: () => nc.drain() },
     { name: 'ops', run: () => ops.close() },
   ]);

@@ -295,3 +295,10 @@ checks it against each piece's own formula.
   value: {{ mul $s.timeoutSeconds 1000 | quote }}
 {{- end }}
 {{- end }}
+
+{{/* {api_url} as callers reach it through the chart's Ingress ("" when there is none): apps are shown with their run URL. */}}
+{{- define "apphost.publicApiUrl" -}}
+{{- if and .Values.ingress.enabled .Values.ingress.api.host -}}
+{{- printf "%s://%s" (ternary "https" "http" (ne .Values.ingress.api.tlsSecretName "")) .Values.ingress.api.host -}}
+{{- end -}}
+{{- end }}

@@ -128,3 +128,18 @@ describe('apphost fetch-artifacts', () => {
     expect(r.err).toMatch(/--bundle must be sha256/);
   });
 });
+
+describe('apphost fetch-artifacts --file', () => {
+  it('writes a plain artifact (a build’s requirements) to a file, checked', async () => {
+    const { sha256Digest: digestOf } = await import('../../../src/builds/archive.ts');
+    const text = Buffer.from('greetlib==1.0.0\n');
+    const d = digestOf(text);
+    await store.put(d, text);
+    const bundle = await stored({ 'apphost.toml': '[app]\nname = "x"\n', 'main.py': 'print(1)\n' });
+    const out = join(root, 'with-file');
+    mkdirSync(out);
+    const r = await run(['--bundle', bundle, '--into', out, '--file', `${d}:${join(out, 'reqs.txt')}`]);
+    expect(r.code, r.err).toBe(0);
+    expect(readFileSync(join(out, 'reqs.txt'), 'utf8')).toBe('greetlib==1.0.0\n');
+  });
+});
