@@ -6,10 +6,9 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { RunJob, RunResult } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
-import { publishWebhookJob } from '../webhooks/publish.ts';
+import { makeWebhookJob, publishWebhookJob } from '../webhooks/publish.ts';
 import { finishRun, keepResult, type RunOutcome, webhookResponse } from './outcome.ts';
 import type { RunStore } from './store.ts';
-import { makeWebhookJob } from './webhook-job.ts';
 
 export interface CompleteDeps {
   js: JetStreamClient;

@@ -25,7 +25,10 @@ export type RunOutcome =
   | { state: 'failure'; status?: undefined; error: NonNullable<RunRecord['error']> }
   | { state: 'cancelled' };
 
-/** The record a job implies when the gateway's queued record is missing (e.g. its write failed). */
+/**
+ * The record of a queued run: written by the gateway once the job is queued, and by the worker when that
+ * write failed.
+ */
 export function queuedRecordFor(job: RunJob): RunRecord {
   return {
     runId: job.requestId,

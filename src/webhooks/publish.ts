@@ -1,9 +1,10 @@
 /**
  * The producer side of webhook delivery, used by the gateway and the run worker: validate the
- * caller's `webhookEndpoint` before anything is accepted, and enqueue a delivery job.
+ * caller's `webhookEndpoint` before anything is accepted, build the delivery job of a finished call,
+ * and enqueue it.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
-import { type WebhookJob, webhookSubject } from '../shared/contracts/messaging.ts';
+import { type WebhookJob, type WebhookTarget, webhookSubject } from '../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { publishIdempotent } from '../shared/jetstream-publish.ts';
 
@@ -45,4 +46,32 @@ export async function publishWebhookJob(
     msgID: webhookMsgId(job.requestId),
     timeoutMs,
   });
+}
+
+/** The WEBHOOKS job for a finished call (sync or async), from what the app answered. */
+export function makeWebhookJob(opts: {
+  requestId: string;
+  projectId: string;
+  appName: string;
+  target: WebhookTarget;
+  status: number;
+  contentType?: string | undefined;
+  body: Buffer;
+  runStatus: WebhookJob['runStatus'];
+  completedAt: Date;
+}): WebhookJob {
+  return {
+    v: 1,
+    requestId: opts.requestId,
+    projectId: opts.projectId,
+    appName: opts.appName,
+    target: opts.target,
+    response: {
+      status: opts.status,
+      ...(opts.contentType ? { contentType: opts.contentType } : {}),
+      bodyBase64: opts.body.toString('base64'),
+    },
+    runStatus: opts.runStatus,
+    completedAt: opts.completedAt.toISOString(),
+  };
 }

@@ -80,4 +80,19 @@ describe('import direction', () => {
     expect(all.some((c) => c.what === 'cli/commands.ts imports gateway/main.ts')).toBe(true);
     expect(all.filter((c) => !(ALLOWED[c.from] ?? []).includes(c.to)).map((c) => c.what)).toEqual([]);
   });
+
+  it("the operator's controllers share only runtime/ and the lower layers, never each other's code", () => {
+    const CONTROLLERS = ['app', 'domainassignment', 'autoscaler'];
+    const borrowed: string[] = [];
+    for (const file of sourceFiles(join(SRC, 'operator'))) {
+      const own = relative(join(SRC, 'operator'), file).split('/')[0] ?? '';
+      if (!CONTROLLERS.includes(own)) continue;
+      for (const m of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+        const target = relative(join(SRC, 'operator'), normalize(join(dirname(file), m[1] ?? m[2] ?? '')));
+        const to = target.split('/')[0] ?? '';
+        if (to !== own && CONTROLLERS.includes(to)) borrowed.push(`${relative(SRC, file)} imports ${target}`);
+      }
+    }
+    expect(borrowed).toEqual([]);
+  });
 });

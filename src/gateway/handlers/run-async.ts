@@ -5,8 +5,9 @@
  * written for a run that was not queued.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
+import { queuedRecordFor } from '../../runs/outcome.ts';
 import type { RunStore } from '../../runs/store.ts';
-import { type RunJob, type RunRecord, RunState, runSubject } from '../../shared/contracts/messaging.ts';
+import { type RunJob, runSubject } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { payloadTooLarge } from '../../shared/http/body.ts';
 import { publishIdempotent } from '../../shared/jetstream-publish.ts';
@@ -60,16 +61,7 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
       cause: err,
     });
   }
-  const record: RunRecord = {
-    runId: requestId,
-    projectId: job.projectId,
-    appName: job.appName,
-    path: job.path,
-    state: RunState.Queued,
-    createdAt: acceptedAt,
-    executions: 0,
-    ...(run.webhook ? { webhookHost: new URL(run.webhook.endpoint).host } : {}),
-  };
+  const record = queuedRecordFor(job);
   try {
     await (await deps.store()).createQueued(record);
   } catch (err) {

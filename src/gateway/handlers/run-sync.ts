@@ -6,11 +6,11 @@
  */
 import { Transform } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { makeWebhookJob } from '../../runs/webhook-job.ts';
 import type { WebhookJob } from '../../shared/contracts/messaging.ts';
 import type { AppCaller } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { forwardResponseHeaders, upstreamError } from '../../shared/http/upstream.ts';
+import { makeWebhookJob } from '../../webhooks/publish.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';

@@ -3,7 +3,7 @@ import type { V1Container } from '@kubernetes/client-node';
 import type { App } from '../../apis/v1alpha1/types.ts';
 import type { InformerHandlers } from '../../shared/kube/informer.ts';
 import { objectKey } from '../../shared/kube/informer.ts';
-import type { ObjectWithMeta, Pod } from '../../shared/kube/objects.ts';
+import { type ObjectWithMeta, POD_DELETION_COST, type Pod } from '../../shared/kube/objects.ts';
 import { APP_LABEL } from './resources/labels.ts';
 
 /** The App that controls an owned object (Deployment, Service), by its controller owner reference. */
@@ -40,9 +40,6 @@ export function podHandlers(enqueue: (key: string) => void): InformerHandlers<Po
   };
   return { onAdd: add, onUpdate: add, onDelete: add };
 }
-
-/** The ReplicaSet controller removes pods with a lower cost first (set by the autoscaler). */
-export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 
 /**
  * What the pod cache keeps: the fields status causes read (and the autoscaler's IP and deletion cost). Pods are the most numerous objects

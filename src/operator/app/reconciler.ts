@@ -5,6 +5,7 @@
 import type { App, AppStatus } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
+import { type Lister, splitKey } from '../../shared/kube/informer.ts';
 import {
   type Deployment,
   type ObjectWithMeta,
@@ -24,10 +25,6 @@ import { type DeploymentSettings, makeDeployment } from './resources/deployment.
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
 import { AppReason, ConditionType, computeAppStatus, sameReconciledStatus } from './status.ts';
-
-export interface Lister<T> {
-  get(namespace: string | undefined, name: string): T | undefined;
-}
 
 export interface AppReconcilerDeps {
   apps: Lister<App>;
@@ -50,11 +47,6 @@ export const AppEventReason = {
   NameConflict: 'NameConflict',
   StatusFailed: 'StatusUpdateFailed',
 } as const;
-
-export function splitKey(key: string): { namespace: string; name: string } {
-  const i = key.indexOf('/');
-  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
-}
 
 /** Owned by this App (by uid), so ours to change. */
 export function isOwnedBy(obj: ObjectWithMeta, owner: { metadata: { uid?: string } }): boolean {

@@ -9,7 +9,7 @@ import { AppReadyReason } from '../../apis/v1alpha1/app-reasons.ts';
 import type { App, AppStatus, Condition } from '../../apis/v1alpha1/types.ts';
 import type { Deployment, Pod } from '../../shared/kube/objects.ts';
 import { findCondition, setCondition } from '../runtime/conditions.ts';
-import { canonicalJson } from '../runtime/desired-state.ts';
+import { sameStatus } from '../runtime/status-writer.ts';
 import { podFailureCause } from './pod-causes.ts';
 
 export const ConditionType = { Ready: 'Ready' } as const;
@@ -146,9 +146,6 @@ export function computeAppStatus(
     replicas: st.replicas ?? 0,
   };
 }
-
-export const sameStatus = (a: unknown, b: unknown): boolean =>
-  canonicalJson(a ?? {}) === canonicalJson(b ?? {});
 
 /** Status fields only the autoscaler writes; the App reconciler neither sets nor compares them. */
 export const AUTOSCALER_STATUS_FIELDS = ['desiredReplicas', 'observedConcurrency'] as const;

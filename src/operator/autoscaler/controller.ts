@@ -16,9 +16,8 @@ import {
   createAutoscalerLoop,
 } from '../../autoscaler/loop.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
-import { type Deployment, type KubeObject, Resources } from '../../shared/kube/objects.ts';
+import { type Deployment, type KubeObject, POD_DELETION_COST, Resources } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
-import { POD_DELETION_COST } from '../app/controller.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
 
 export { POD_DELETION_COST };

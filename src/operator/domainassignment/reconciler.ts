@@ -9,15 +9,14 @@ import type { App, DomainAssignment } from '../../apis/v1alpha1/types.ts';
 import type { Clock } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import { isNotFound } from '../../shared/kube/errors.ts';
+import { type Lister, splitKey } from '../../shared/kube/informer.ts';
 import { type Ingress, Resources, type Service } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
-import { type Lister, splitKey } from '../app/reconciler.ts';
-import { sameStatus } from '../app/status.ts';
 import { kubeTime } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { isInPlace } from '../runtime/desired-state.ts';
 import { type EventRecorder, EventType } from '../runtime/events.ts';
-import { writeStatusIfChanged } from '../runtime/status-writer.ts';
+import { sameStatus, writeStatusIfChanged } from '../runtime/status-writer.ts';
 import {
   DOMAIN_ASSIGNMENT_ANNOTATION,
   type IngressSettings,

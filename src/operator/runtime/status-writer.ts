@@ -1,6 +1,11 @@
 import type { KubeClient } from '../../shared/kube/client.ts';
 import { isNotFound } from '../../shared/kube/errors.ts';
 import type { ObjectWithMeta, ResourceType } from '../../shared/kube/objects.ts';
+import { canonicalJson } from './desired-state.ts';
+
+/** Two statuses are the same when their canonical JSON is (key order and absent vs {} do not count). */
+export const sameStatus = (a: unknown, b: unknown): boolean =>
+  canonicalJson(a ?? {}) === canonicalJson(b ?? {});
 
 /**
  * Writes `status` through the status subresource only when it differs from what the object already

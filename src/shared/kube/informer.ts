@@ -42,6 +42,17 @@ export interface Informer<T extends ObjectWithMeta> {
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
   o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
 
+/** The inverse of objectKey (a cluster-scoped key has the namespace ''). */
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  return i < 0 ? { namespace: '', name: key } : { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+/** Read access to a cache (an Informer is one), what a reconciler needs. */
+export interface Lister<T> {
+  get(namespace: string | undefined, name: string): T | undefined;
+}
+
 export function createInformer<T extends ObjectWithMeta>(opts: {
   client: KubeClient;
   type: ResourceType;

@@ -87,6 +87,9 @@ export interface KubeEvent extends KubeObject {
   source?: { component?: string };
 }
 
+/** The ReplicaSet controller removes pods with a lower cost first (the autoscaler sets it). */
+export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
+
 export interface OwnerReference {
   apiVersion: string;
   kind: string;

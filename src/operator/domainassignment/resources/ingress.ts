@@ -5,9 +5,8 @@
  * (which deletes the gateway Service) garbage-collects every domain route, with no operator running.
  */
 import { createHash } from 'node:crypto';
-import type { DomainAssignment } from '../../../apis/v1alpha1/types.ts';
+import { type DomainAssignment, MANAGED_BY } from '../../../apis/v1alpha1/types.ts';
 import type { Ingress, Service } from '../../../shared/kube/objects.ts';
-import { MANAGED_BY } from '../../app/resources/labels.ts';
 import { withIntentHash } from '../../runtime/desired-state.ts';
 
 export interface IngressSettings {
