@@ -137,7 +137,10 @@ export function createAutoscalerLoop(deps: AutoscalerLoopDeps): AutoscalerLoop {
     autoscaler.forget((key) => deps.app(key) !== undefined, now());
     if (!deps.active()) return;
     await countRuns();
-    await Promise.all([...deps.apps()].map((a) => decideOne(a)));
+    // An app whose last decision is still being applied (a slow API call) is skipped this tick, so one
+    // slow app never holds up the others, nor piles decisions up behind itself.
+    const decisions = [...deps.apps()].filter((a) => !busy.has(a.key)).map((a) => decideOne(a));
+    await Promise.race([Promise.all(decisions), new Promise((r) => setTimeout(r, settings.tickMs).unref())]);
   };
 
   const schedule = () => {
