@@ -16,6 +16,7 @@ import {
   kubectl,
   PLATFORM_NAMESPACE,
 } from './fixture.ts';
+import { MANAGEMENT_HOST } from './platform.ts';
 import { call, deployConfigMapApp, firstOk, management, runToken, serviceAccountToken } from './user.ts';
 
 /** Bound on a webhook delivery or a domain route change becoming visible. */
@@ -78,6 +79,53 @@ describe('apphost installed with helm on a real cluster', () => {
     );
     expect(res.statusCode, body).toBe(200);
     expect(JSON.parse(body)).toEqual({ message: 'hello cluster' });
+  });
+
+  it("returns the app pods' log lines through the management API, with the call's request id and the pod as replica", async () => {
+    const res = await call(token, `/v4/${project}/hello/run`, { name: 'logs' });
+    await res.body.text();
+    expect(res.statusCode).toBe(200);
+    const requestId = String(res.headers['x-request-id']);
+    type Line = { replica: string; stream: string; message: string; request_id?: string };
+    let mine: Line[] = [];
+    await waitFor(
+      "the call's log line",
+      async () => {
+        const r = await management(saToken, 'GET', `/v2/projects/${project}/apps/hello/logs?since=10m`);
+        expect(r.status, r.text).toBe(200);
+        mine = (r.body as { lines: Line[] }).lines.filter((l) => l.request_id === requestId);
+        return mine.length > 0;
+      },
+      CONVERGE_MS,
+      500,
+    );
+    const pods = await kc
+      .makeApiClient(CoreV1Api)
+      .listNamespacedPod({ namespace: project, labelSelector: 'apphost.dev/app=hello' });
+    const podNames = pods.items.map((p) => p.metadata?.name);
+    for (const line of mine) expect(podNames).toContain(line.replica);
+
+    // follow=true: the lines there are, then a new call's line as the pod writes it.
+    const follow = await ingressRequest(
+      MANAGEMENT_HOST,
+      `/v2/projects/${project}/apps/hello/logs?follow=true&tail=1`,
+      {
+        headers: { authorization: `Bearer ${saToken}`, accept: 'text/event-stream' },
+      },
+    );
+    expect(follow.statusCode).toBe(200);
+    expect(follow.headers['content-type']).toMatch(/^text\/event-stream/);
+    const next = await call(token, `/v4/${project}/hello/run`, { name: 'follow' });
+    await next.body.text();
+    const nextId = String(next.headers['x-request-id']);
+    let seen = '';
+    const deadline = Date.now() + CONVERGE_MS;
+    for await (const chunk of follow.body) {
+      seen += String(chunk);
+      if (seen.includes(nextId) || Date.now() > deadline) break;
+    }
+    follow.body.destroy();
+    expect(seen).toContain(nextId);
   });
 
   it('streams server-sent events through the ingress as they are yielded', async () => {
