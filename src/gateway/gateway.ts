@@ -185,6 +185,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   });
   app.use(
     accessLog<GatewayState>({
+      log,
       now: () => clock.now(),
       start: () => metrics.inflight.inc(),
       done: (ctx, seconds, aborted) => {

@@ -31,6 +31,8 @@ export interface PrepareDeps {
   maxBodyBytes: number;
 }
 
+const NO_PARAMS: Pick<URLSearchParams, 'get'> = { get: () => null };
+
 export function isAsyncRequested(value: string | undefined): boolean {
   if (value === undefined) return false;
   const v = value.toLowerCase();
@@ -44,7 +46,7 @@ export function isAsyncRequested(value: string | undefined): boolean {
 export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promise<PreparedRun> {
   const target = ctx.state.target;
   if (!target) throw new ApiError(ErrorCode.NotFound, 'no such path');
-  const params = new URLSearchParams(ctx.querystring);
+  const params = ctx.querystring === '' ? NO_PARAMS : new URLSearchParams(ctx.querystring);
   const isAsync = isAsyncRequested(params.get('async') ?? undefined);
   // Known as async from here on, also when refused below (it is then no sync call to record).
   if (isAsync) ctx.state.mode = 'async';

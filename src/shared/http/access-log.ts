@@ -4,6 +4,7 @@
  * in `done` and may add fields to the line.
  */
 import type { Middleware, ParameterizedContext } from 'koa';
+import type { Logger } from '../log.ts';
 import type { EdgeState } from './request-id.ts';
 
 export interface AccessLogHooks<S extends EdgeState> {
@@ -12,6 +13,12 @@ export interface AccessLogHooks<S extends EdgeState> {
   start?(ctx: ParameterizedContext<S>): void;
   /** Called once the response is over; returns extra fields for the log line. */
   done(ctx: ParameterizedContext<S>, seconds: number, aborted: boolean): Record<string, unknown>;
+  /**
+   * The server's logger: the line is written through it with `requestId` as a field (the same line as
+   * through the request's child logger, without building one), and not built at all when its level is
+   * off. Without it the line goes through `ctx.state.log`.
+   */
+  log?: Logger;
 }
 
 export function accessLog<S extends EdgeState>(hooks: AccessLogHooks<S>): Middleware<S> {
@@ -19,18 +26,22 @@ export function accessLog<S extends EdgeState>(hooks: AccessLogHooks<S>): Middle
     ctx.res.once('close', () => {
       const seconds = (hooks.now() - ctx.state.startedAt) / 1000;
       const aborted = !ctx.res.writableFinished;
-      const line = {
-        method: ctx.method,
-        status: ctx.status,
-        ...(ctx.state.errorCode ? { code: ctx.state.errorCode } : {}),
-        durationMs: Math.round(seconds * 1000),
-        aborted,
-        ...hooks.done(ctx, seconds, aborted),
-      };
-      const log = ctx.state.log;
-      if (ctx.status >= 500) log.error(line, 'request');
-      else if (ctx.status >= 400) log.warn(line, 'request');
-      else log.info(line, 'request');
+      const extra = hooks.done(ctx, seconds, aborted);
+      const level = ctx.status >= 500 ? 'error' : ctx.status >= 400 ? 'warn' : 'info';
+      const log = hooks.log ?? ctx.state.log;
+      if (!log.isLevelEnabled(level)) return;
+      log[level](
+        {
+          ...(hooks.log ? { requestId: ctx.state.requestId } : {}),
+          method: ctx.method,
+          status: ctx.status,
+          ...(ctx.state.errorCode ? { code: ctx.state.errorCode } : {}),
+          durationMs: Math.round(seconds * 1000),
+          aborted,
+          ...extra,
+        },
+        'request',
+      );
     });
     hooks.start?.(ctx);
     await next();

@@ -37,7 +37,20 @@ export function requestId<S extends EdgeState>(opts: RequestIdOptions): Middlewa
     const id = given && opts.accept?.test(given) ? given : newId();
     ctx.state.requestId = id;
     ctx.state.startedAt = opts.now();
-    ctx.state.log = opts.log.child({ requestId: id });
+    // The request's logger is built on first use: most calls log nothing but their access line,
+    // which the access log writes through the server's logger (a child costs a few µs per call).
+    let log: Logger | undefined;
+    Object.defineProperty(ctx.state, 'log', {
+      configurable: true,
+      enumerable: true,
+      get: () => {
+        log ??= opts.log.child({ requestId: id });
+        return log;
+      },
+      set: (l: Logger) => {
+        log = l;
+      },
+    });
     ctx.set('X-Request-Id', id);
     await next();
   };

@@ -43,8 +43,11 @@ const DROP_RESPONSE = new Set([
 /** Our own query parameters, consumed by the gateway. */
 export const GATEWAY_QUERY_PARAMS = ['async', 'webhookEndpoint'] as const;
 
-function connectionListed(headers: IncomingHttpHeaders): Set<string> {
+const NONE_LISTED: ReadonlySet<string> = new Set();
+
+function connectionListed(headers: IncomingHttpHeaders): ReadonlySet<string> {
   const raw = headers.connection;
+  if (raw === undefined) return NONE_LISTED;
   const list = Array.isArray(raw) ? raw.join(',') : (raw ?? '');
   return new Set(
     list
@@ -84,6 +87,7 @@ export function forwardResponseHeaders(upstream: IncomingHttpHeaders): Record<st
 
 /** The query string to forward ('' or without the leading '?'), minus `async` and `webhookEndpoint`. */
 export function forwardQuery(search: string): string {
+  if (search === '' || search === '?') return '';
   const params = new URLSearchParams(search.startsWith('?') ? search.slice(1) : search);
   for (const p of GATEWAY_QUERY_PARAMS) params.delete(p);
   return params.toString();
@@ -120,12 +124,26 @@ export interface UpstreamCall {
   bodyTimeoutMs: number;
 }
 
+/** Upstream base URLs parsed once (a process calls a few apps' replicas; bounded anyway). */
+const parsedUpstreams = new Map<string, { origin: string; basePath: string }>();
+const PARSED_UPSTREAMS_MAX = 4096;
+
+function parseUpstream(upstream: string): { origin: string; basePath: string } {
+  let p = parsedUpstreams.get(upstream);
+  if (!p) {
+    const url = new URL(upstream);
+    p = { origin: url.origin, basePath: url.pathname.replace(/\/$/, '') };
+    if (parsedUpstreams.size >= PARSED_UPSTREAMS_MAX) parsedUpstreams.clear();
+    parsedUpstreams.set(upstream, p);
+  }
+  return p;
+}
+
 export async function callUpstream(call: UpstreamCall): Promise<Dispatcher.ResponseData> {
-  const url = new URL(call.upstream);
-  const basePath = url.pathname.replace(/\/$/, '');
+  const { origin, basePath } = parseUpstream(call.upstream);
   try {
     return await call.dispatcher.request({
-      origin: url.origin,
+      origin,
       path: `${basePath}/${call.path}${call.query ? `?${call.query}` : ''}`,
       method: 'POST',
       headers: call.headers,
