@@ -67,6 +67,7 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_STOP_TIMEOUT_MS: int(25_000),
   APPHOST_RUN_CAPACITY_RETRY_MS: int(W.capacityRetryMs, { min: 100 }),
   APPHOST_RUN_MAX_QUEUED_MS: int(W.maxQueuedMs, { min: 1_000 }),
+  APPHOST_RUN_WRITE_TIMEOUT_MS: int(W.writeTimeoutMs, { min: 1_000 }),
   ...balancerEnv,
   APPHOST_GATEWAY_ROUTING: z.enum(['endpoints', 'service']).default('endpoints'),
   APPHOST_CLUSTER_DOMAIN: optionalText(),
@@ -128,6 +129,7 @@ export function runWorkerSettings(e: GatewayEnv): RunWorkerSettings {
     concurrency: e.APPHOST_RUN_CONCURRENCY,
     ackWaitMs: e.APPHOST_RUN_ACK_WAIT_MS,
     maxExecutions: e.APPHOST_RUN_MAX_EXECUTIONS,
+    writeTimeoutMs: e.APPHOST_RUN_WRITE_TIMEOUT_MS,
     maxWebhookBodyBytes: e.APPHOST_WEBHOOK_MAX_BODY_BYTES,
     maxResultBytes: e.APPHOST_RUN_RESULT_MAX_BYTES,
   };

@@ -1,14 +1,25 @@
 /**
- * Finishing a run, in the order that never loses one: the webhook job first, then the result bytes,
- * then the final record, then the ack. A crash in between redelivers the run, never drops it; a record
- * that names a result always finds its bytes.
+ * Finishing a run, in the order that never loses one and never contradicts itself: the result bytes (and
+ * the webhook's whole body when the result does not hold it), then the final record, then the webhook
+ * job built from that record, then the ack. A crash in between redelivers the run: a redelivery that finds
+ * the final record queues its webhook job again from it (de-duplicated by its `Nats-Msg-Id`) instead of
+ * running or failing the run, and since no webhook job is ever queued before the record is final, a later
+ * verdict (another execution, the redelivery cap) can never contradict a webhook already sent. Every write
+ * is retried within the worker's write bound (`retry`) while JetStream does not take it.
  */
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import type { RunJob, RunResult } from '../shared/contracts/messaging.ts';
+import type { RunJob, RunRecord, RunResult } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
-import { makeWebhookJob, publishWebhookJob } from '../webhooks/publish.ts';
-import { finishRun, keepResult, type RunOutcome, webhookResponse } from './outcome.ts';
-import type { RunStore } from './store.ts';
+import { publishWebhookJob } from '../webhooks/publish.ts';
+import {
+  finishRun,
+  keepResult,
+  type RunOutcome,
+  webhookBodySource,
+  webhookJobFor,
+  webhookJobSize,
+} from './outcome.ts';
+import { isTerminal, type RunStore } from './store.ts';
 
 export interface CompleteDeps {
   js: JetStreamClient;
@@ -21,6 +32,8 @@ export interface CompleteDeps {
   /** Largest message NATS takes (server max_payload). */
   maxPayload(): number;
   finished(state: RunOutcome['state']): void;
+  /** Runs a write again while JetStream refuses it, within the worker's bound (APPHOST_RUN_WRITE_TIMEOUT_MS). */
+  retry<T>(what: string, step: () => Promise<T>): Promise<T>;
 }
 
 export async function completeRun(
@@ -30,41 +43,22 @@ export async function completeRun(
   runLog: Logger,
   deps: CompleteDeps,
 ): Promise<void> {
-  const hook = webhookResponse(outcome);
-  if (job.webhook && hook) {
-    const webhookJob =
-      ('size' in outcome ? outcome.size : hook.body.length) > deps.maxWebhookBodyBytes
-        ? undefined
-        : makeWebhookJob({
-            requestId: job.requestId,
-            projectId: job.projectId,
-            appName: job.appName,
-            target: job.webhook,
-            status: hook.status,
-            contentType: hook.contentType,
-            body: hook.body,
-            runStatus: hook.runStatus,
-            completedAt: deps.now(),
-          });
-    // A job NATS can never take (base64 body + envelope over max_payload) must not fail the
-    // completion: that would nak the run and execute the function again.
-    if (!webhookJob || Buffer.byteLength(JSON.stringify(webhookJob)) > deps.maxPayload()) {
-      runLog.warn({ size: hook.body.length }, 'response too large to forward to the webhook');
-    } else {
-      await publishWebhookJob(deps.js, webhookJob, deps.webhookPublishTimeoutMs);
-    }
-  }
+  const { store } = deps;
+  const at = deps.now();
   let result: RunResult | undefined;
   if ('body' in outcome) {
     // Bounded by NATS too: a KV value is one message (a little room for the headers).
     const kept = keepResult(outcome, Math.min(deps.maxResultBytes, deps.maxPayload() - 4096));
     result = kept.result;
-    if (kept.bytes) {
+    const bytes = kept.bytes;
+    if (bytes) {
       try {
-        await deps.store.putResult(job.projectId, job.appName, job.requestId, kept.bytes);
+        await deps.retry('storing the run result', () =>
+          store.putResult(job.projectId, job.appName, job.requestId, bytes),
+        );
       } catch (err) {
         // The function ran: storing its result must not make it run again.
-        runLog.warn({ err, size: kept.bytes.length }, 'could not store the run result; it is marked dropped');
+        runLog.warn({ err, size: bytes.length }, 'could not store the run result; it is marked dropped');
         result = { ...kept.result, kept: 'dropped', keptBytes: 0, reason: 'the run store did not take it' };
       }
     }
@@ -73,11 +67,96 @@ export async function completeRun(
         { kept: result.kept, size: result.sizeBytes, keptBytes: result.keptBytes },
         'run result over the bound',
       );
+    // The record about to be written names where its webhook body is: when not in the result, it is
+    // stored first, so a redelivery can queue the same webhook job again.
+    const intended = finishRun(undefined, job, outcome, at, result) as RunRecord;
+    if (
+      job.webhook &&
+      webhookBodySource(intended, deps.maxWebhookBodyBytes).from === 'stored' &&
+      webhookJobSize(intended, job, outcome.body.length) <= deps.maxPayload()
+    ) {
+      await deps.retry('storing the webhook body', () =>
+        store.putWebhookBody(job.projectId, job.appName, job.requestId, outcome.body),
+      );
+    }
   }
-  await deps.store.update(job.projectId, job.appName, job.requestId, (cur) =>
-    finishRun(cur, job, outcome, deps.now(), result),
+  let mine: RunRecord | undefined;
+  const stored = await deps.retry('writing the final run record', () =>
+    store.update(job.projectId, job.appName, job.requestId, (cur) => {
+      mine = finishRun(cur, job, outcome, at, result);
+      return mine;
+    }),
   );
-  deps.finished(outcome.state);
-  runLog.info({ state: outcome.state }, 'run finished');
+  // Not ours when the record was final already (another execution, or our own write whose answer was
+  // lost): the webhook then tells what the record says, read back from the store.
+  const ours = mine !== undefined && stored === mine;
+  if (ours) {
+    deps.finished(outcome.state);
+    runLog.info({ state: outcome.state }, 'run finished');
+  } else {
+    runLog.info(
+      { state: stored?.state, ours: outcome.state },
+      'run already finished; keeping its recorded outcome',
+    );
+  }
+  await finishDelivery(msg, job, stored, runLog, deps, ours && 'body' in outcome ? outcome.body : undefined);
+}
+
+/**
+ * The end of every delivery of a run whose record is final: its webhook job is queued (again: de-duplicated
+ * by JetStream, and by the dispatcher's delivery record) and the message is acked. `body` is the app's
+ * answer when this process has it; otherwise it is read back from where the record says it is.
+ */
+export async function finishDelivery(
+  msg: JsMsg,
+  job: RunJob,
+  rec: RunRecord | undefined,
+  runLog: Logger,
+  deps: CompleteDeps,
+  body?: Buffer,
+): Promise<void> {
+  if (job.webhook && rec && isTerminal(rec.state)) await queueWebhook(job, rec, runLog, deps, body);
   await msg.ackAck().catch(() => msg.ack());
+}
+
+async function queueWebhook(
+  job: RunJob,
+  rec: RunRecord,
+  runLog: Logger,
+  deps: CompleteDeps,
+  known?: Buffer,
+): Promise<void> {
+  const { store } = deps;
+  const source = webhookBodySource(rec, deps.maxWebhookBodyBytes);
+  if (source.from === 'none') return;
+  const size = source.from === 'error' ? source.body.length : source.size;
+  // A job NATS can never take (base64 body + envelope over max_payload) must not hold the run: that
+  // would hand it back and execute the function again.
+  if (source.from === 'too_large' || webhookJobSize(rec, job, size) > deps.maxPayload()) {
+    runLog.warn({ size }, 'response too large to forward to the webhook');
+    return;
+  }
+  let body: Uint8Array | undefined = source.from === 'error' ? source.body : known;
+  if (!body && source.from === 'result')
+    body = await deps.retry('reading the run result', () =>
+      store.getResult(job.projectId, job.appName, job.requestId),
+    );
+  if (!body && source.from === 'stored')
+    body = await deps.retry('reading the webhook body', () =>
+      store.getWebhookBody(job.projectId, job.appName, job.requestId),
+    );
+  if (!body) {
+    // Removed only after its job was queued (or written by a release that queued the job first).
+    runLog.info('webhook body no longer stored: its job was queued before');
+    return;
+  }
+  const webhookJob = webhookJobFor(rec, job, Buffer.from(body));
+  if (!webhookJob) return;
+  await deps.retry('queueing the webhook job', () =>
+    publishWebhookJob(deps.js, webhookJob, deps.webhookPublishTimeoutMs),
+  );
+  if (source.from === 'stored')
+    await store.deleteWebhookBody(job.projectId, job.appName, job.requestId).catch((err: unknown) => {
+      runLog.debug({ err }, 'could not remove the stored webhook body; it expires with the record');
+    });
 }

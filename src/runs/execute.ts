@@ -21,9 +21,6 @@ export interface ExecuteDeps {
   send?: (call: AppCall) => Promise<Dispatcher.ResponseData>;
   /** Larger response bodies are not kept whole (neither forwarded to a webhook nor kept as the result). */
   maxKeptBodyBytes: number;
-  /** Called periodically while the app runs (the JetStream `working()` heartbeat). */
-  heartbeat(): void;
-  heartbeatEveryMs: number;
 }
 
 /** Calls the app; undefined when abandoned because the worker is stopping. */
@@ -32,7 +29,6 @@ export async function executeRun(
   abort: AbortController,
   deps: ExecuteDeps,
 ): Promise<RunOutcome | undefined> {
-  const heartbeat = setInterval(deps.heartbeat, deps.heartbeatEveryMs);
   const bound = graceMs(job);
   const timer = setTimeout(() => abort.abort(TIMEOUT), bound);
   const reason = (): AbortReason | undefined =>
@@ -94,7 +90,6 @@ export async function executeRun(
     if (err instanceof ApiError) return { state: 'failure', error: { code: err.code, message: err.message } };
     return { state: 'failure', error: { code: 'internal', message: (err as Error)?.message ?? 'error' } };
   } finally {
-    clearInterval(heartbeat);
     clearTimeout(timer);
   }
 }

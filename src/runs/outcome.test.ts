@@ -8,7 +8,9 @@ import {
   queuedRecordFor,
   startRun,
   utf8Prefix,
-  webhookResponse,
+  webhookBodySource,
+  webhookJobFor,
+  webhookJobSize,
 } from './outcome.ts';
 
 const job: RunJob = {
@@ -36,32 +38,43 @@ describe('queuedRecordFor', () => {
 
 describe('startRun', () => {
   it('queued → running with executions + 1', () => {
-    expect(startRun(rec({}), job, now)).toMatchObject({
+    expect(startRun(rec({}), job, now, 'e1')).toMatchObject({
       state: 'running',
       executions: 1,
       startedAt: now.toISOString(),
     });
   });
   it('a redelivered running run starts again and counts the execution', () => {
-    expect(startRun(rec({ state: 'running', executions: 1 }), job, now)).toMatchObject({
+    expect(
+      startRun(rec({ state: 'running', executions: 1, executionId: 'e0' }), job, now, 'e1'),
+    ).toMatchObject({
       state: 'running',
       executions: 2,
     });
   });
+  it('a start of its own that took although its answer was lost is not counted again', () => {
+    const mine = startRun(rec({ state: 'running', executions: 1, executionId: 'e0' }), job, now, 'e1');
+    expect(mine).toMatchObject({ executions: 2, executionId: 'e1' });
+    expect(startRun(mine, job, now, 'e1')).toBeUndefined();
+  });
   it('a missing record is created from the job', () => {
-    expect(startRun(undefined, job, now)).toMatchObject({ runId: 'r1', state: 'running', executions: 1 });
+    expect(startRun(undefined, job, now, 'e1')).toMatchObject({
+      runId: 'r1',
+      state: 'running',
+      executions: 1,
+    });
   });
   it('a cancel requested while queued or running ends cancelled without starting', () => {
-    expect(startRun(rec({ cancelRequested: true }), job, now)?.state).toBe('cancelled');
-    expect(startRun(rec({ state: 'running', cancelRequested: true, executions: 1 }), job, now)).toMatchObject(
-      {
-        state: 'cancelled',
-        executions: 1,
-      },
-    );
+    expect(startRun(rec({ cancelRequested: true }), job, now, 'e1')?.state).toBe('cancelled');
+    expect(
+      startRun(rec({ state: 'running', cancelRequested: true, executions: 1 }), job, now, 'e1'),
+    ).toMatchObject({
+      state: 'cancelled',
+      executions: 1,
+    });
   });
   it.each(['success', 'failure', 'timeout', 'cancelled'] as const)('%s is left alone', (state) => {
-    expect(startRun(rec({ state }), job, now)).toBeUndefined();
+    expect(startRun(rec({ state }), job, now, 'e1')).toBeUndefined();
   });
 });
 
@@ -93,25 +106,54 @@ describe('graceMs', () => {
   });
 });
 
-describe('webhookResponse', () => {
-  it('forwards the app response, synthesises one for timeout/unreachable, nothing for cancelled', () => {
-    expect(
-      webhookResponse({
-        state: 'failure',
-        status: 500,
+describe('the webhook of a finished run', () => {
+  const body = Buffer.from('{"ok":true}');
+  const finished = (over: Partial<RunRecord>) =>
+    rec({ state: 'success', finishedAt: now.toISOString(), executions: 1, ...over });
+  const answered = (kept: 'complete' | 'truncated' | 'dropped', size = body.length) =>
+    finished({
+      responseStatus: 200,
+      result: {
+        kept,
         contentType: 'application/json',
-        body: Buffer.from('x'),
-        size: 1,
-      }),
-    ).toMatchObject({ status: 500, runStatus: 'failure' });
-    expect(webhookResponse({ state: 'timeout', error: { code: 'timeout', message: 'm' } })).toMatchObject({
-      status: 504,
-      runStatus: 'timeout',
+        sizeBytes: size,
+        keptBytes: kept === 'complete' ? size : 0,
+      },
     });
-    expect(
-      webhookResponse({ state: 'failure', error: { code: 'upstream_unreachable', message: 'm' } }),
-    ).toMatchObject({ status: 502, runStatus: 'failure' });
-    expect(webhookResponse({ state: 'cancelled' })).toBeUndefined();
+
+  it('carries the app answer the record names: from the kept result when whole, else from the stored body', () => {
+    expect(webhookBodySource(answered('complete'), 1024)).toEqual({ from: 'result', size: body.length });
+    expect(webhookBodySource(answered('truncated', 900), 1024)).toEqual({ from: 'stored', size: 900 });
+    expect(webhookBodySource(answered('dropped', 900), 1024)).toEqual({ from: 'stored', size: 900 });
+    expect(webhookBodySource(answered('dropped', 2048), 1024)).toEqual({ from: 'too_large', size: 2048 });
+    const j = webhookJobFor(answered('complete'), job, body);
+    expect(j).toMatchObject({
+      requestId: 'r1',
+      target: job.webhook,
+      runStatus: 'success',
+      completedAt: now.toISOString(),
+      response: { status: 200, contentType: 'application/json', bodyBase64: body.toString('base64') },
+    });
+    expect(webhookJobSize(answered('complete'), job, body.length)).toBe(Buffer.byteLength(JSON.stringify(j)));
+  });
+
+  it('says what went wrong when the app gave no answer (504 timeout, 502 otherwise), nothing for cancelled', () => {
+    const timeout = finished({ state: 'timeout', error: { code: 'timeout', message: 'm' } });
+    expect(webhookJobFor(timeout, job, Buffer.alloc(0))?.response.status).toBe(504);
+    const exhausted = finished({
+      state: 'failure',
+      error: { code: 'redelivery_exhausted', message: 'm' },
+    });
+    const src = webhookBodySource(exhausted, 1024);
+    expect(src).toMatchObject({ from: 'error', status: 502 });
+    const j = webhookJobFor(exhausted, job, src.from === 'error' ? src.body : Buffer.alloc(0));
+    expect(j?.runStatus).toBe('failure');
+    expect(JSON.parse(Buffer.from(j?.response.bodyBase64 ?? '', 'base64').toString())).toEqual({
+      error: { code: 'redelivery_exhausted', message: 'm' },
+    });
+    expect(webhookBodySource(finished({ state: 'cancelled' }), 1024)).toEqual({ from: 'none' });
+    expect(webhookBodySource(rec({ state: 'running' }), 1024)).toEqual({ from: 'none' });
+    expect(webhookJobFor(answered('complete'), { ...job, webhook: undefined }, body)).toBeUndefined();
   });
 });
 

@@ -8,6 +8,7 @@ import {
   RunState,
   type WebhookJob,
 } from '../shared/contracts/messaging.ts';
+import { makeWebhookJob } from '../webhooks/publish.ts';
 import { isTerminal } from './store.ts';
 
 export type RunOutcome =
@@ -50,12 +51,27 @@ function safeHost(endpoint: string): string {
   }
 }
 
-/** Next record when a worker picks the run up: running, or cancelled, or undefined = leave it (terminal). */
-export function startRun(current: RunRecord | undefined, job: RunJob, now: Date): RunRecord | undefined {
+/**
+ * Next record when a worker picks the run up: running, or cancelled, or undefined = leave it (terminal,
+ * or already running under this `executionId`: a retried write whose answer was lost took the first time).
+ */
+export function startRun(
+  current: RunRecord | undefined,
+  job: RunJob,
+  now: Date,
+  executionId: string,
+): RunRecord | undefined {
   const base = current ?? queuedRecordFor(job);
   if (isTerminal(base.state)) return undefined;
+  if (base.state === RunState.Running && base.executionId === executionId) return undefined;
   if (base.cancelRequested) return { ...base, state: RunState.Cancelled, finishedAt: now.toISOString() };
-  return { ...base, state: RunState.Running, startedAt: now.toISOString(), executions: base.executions + 1 };
+  return {
+    ...base,
+    state: RunState.Running,
+    startedAt: now.toISOString(),
+    executions: base.executions + 1,
+    executionId,
+  };
 }
 
 /** Whether a prefix of this content type is still readable (so an oversize one is truncated, not dropped). */
@@ -135,24 +151,56 @@ export function graceMs(job: RunJob): number {
   return Math.min(Math.max(s, 1), MAX_RESPONSE_GRACE_PERIOD_SECONDS) * 1000;
 }
 
-/** What the webhook receives for an outcome (nothing for a cancelled run). */
-export function webhookResponse(
-  outcome: RunOutcome,
-): { status: number; contentType?: string; body: Buffer; runStatus: WebhookJob['runStatus'] } | undefined {
-  if (outcome.state === 'cancelled') return undefined;
-  if ('body' in outcome) {
+/**
+ * Where the body of a finished run's webhook comes from — the webhook always tells what the final record
+ * says, so it is decided from the record: nothing for a cancelled run; the error as JSON (502, or 504 for a
+ * timeout) when the app gave no answer; else the app's answer — the kept result when it holds all of it,
+ * else the body stored for the webhook (`runWebhookBodyKey`), unless it is over `maxBodyBytes`.
+ */
+export type WebhookBodySource =
+  | { from: 'none' }
+  | { from: 'error'; status: number; contentType: string; body: Buffer }
+  | { from: 'result' | 'stored'; size: number }
+  | { from: 'too_large'; size: number };
+
+export function webhookBodySource(
+  rec: Pick<RunRecord, 'state' | 'responseStatus' | 'error' | 'result'>,
+  maxBodyBytes: number,
+): WebhookBodySource {
+  if (rec.state === RunState.Cancelled || !isTerminal(rec.state)) return { from: 'none' };
+  if (rec.responseStatus === undefined || !rec.result) {
     return {
-      status: outcome.status,
-      ...(outcome.contentType ? { contentType: outcome.contentType } : {}),
-      body: outcome.body,
-      runStatus: outcome.state,
+      from: 'error',
+      status: rec.state === RunState.Timeout ? 504 : 502,
+      contentType: 'application/json',
+      body: Buffer.from(JSON.stringify({ error: rec.error })),
     };
   }
-  const status = outcome.state === 'timeout' ? 504 : 502;
-  return {
-    status,
-    contentType: 'application/json',
-    body: Buffer.from(JSON.stringify({ error: outcome.error })),
-    runStatus: outcome.state,
-  };
+  const size = rec.result.sizeBytes;
+  if (size > maxBodyBytes) return { from: 'too_large', size };
+  return { from: rec.result.kept === 'complete' ? 'result' : 'stored', size };
+}
+
+/** The webhook job of a finished run, from its final record and the body `webhookBodySource` named. */
+export function webhookJobFor(rec: RunRecord, job: RunJob, body: Buffer): WebhookJob | undefined {
+  const source = webhookBodySource(rec, Number.POSITIVE_INFINITY);
+  if (!job.webhook || source.from === 'none' || source.from === 'too_large') return undefined;
+  const fromApp = source.from !== 'error';
+  return makeWebhookJob({
+    requestId: job.requestId,
+    projectId: job.projectId,
+    appName: job.appName,
+    target: job.webhook,
+    status: fromApp ? (rec.responseStatus as number) : source.status,
+    contentType: fromApp ? rec.result?.contentType : source.contentType,
+    body,
+    runStatus: rec.state as WebhookJob['runStatus'],
+    completedAt: new Date(rec.finishedAt ?? job.acceptedAt),
+  });
+}
+
+/** Size of the serialized webhook job of `rec` with a body of `bodySize` bytes (base64 has no escapes). */
+export function webhookJobSize(rec: RunRecord, job: RunJob, bodySize: number): number {
+  const empty = webhookJobFor(rec, job, Buffer.alloc(0));
+  return empty ? Buffer.byteLength(JSON.stringify(empty)) + 4 * Math.ceil(bodySize / 3) : 0;
 }

@@ -10,8 +10,14 @@ export interface RunWorkerSettings {
   maxExecutions: number;
   /** How long one pull request waits for a run before asking again. */
   pullExpiresMs: number;
-  /** Bound on enqueueing the webhook job of a finished run. */
+  /** Bound on one attempt to enqueue the webhook job of a finished run. */
   webhookPublishTimeoutMs: number;
+  /**
+   * How long a write of a run (its record when it starts and ends, its result, its webhook job) is retried
+   * while JetStream does not take it (a node lost, a leader being elected); the run is held (heartbeats)
+   * meanwhile. After it the run is handed back for redelivery.
+   */
+  writeTimeoutMs: number;
   /** Largest response body kept for the webhook (larger responses are not forwarded; logged). */
   maxWebhookBodyBytes: number;
   /** Largest part of a response the run record keeps as the run's result (over it: truncated or dropped, marked). */
@@ -31,6 +37,7 @@ export const DEFAULT_RUN_WORKER_SETTINGS: RunWorkerSettings = {
   maxExecutions: 3,
   pullExpiresMs: 5_000,
   webhookPublishTimeoutMs: 5_000,
+  writeTimeoutMs: 60_000,
   maxWebhookBodyBytes: 768 * 1024,
   maxResultBytes: 256 * 1024,
   pullErrorBackoffMs: 1_000,

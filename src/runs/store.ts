@@ -3,6 +3,7 @@
  * (queued) and the run worker (running → terminal), read and cancelled through the management API.
  * Every change is a compare-and-set on the entry's revision, so concurrent writers never regress a state.
  */
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -11,10 +12,11 @@ import {
   runCancelSubject,
   runKey,
   runResultKey,
+  runWebhookBodyKey,
   TERMINAL_RUN_STATES,
 } from '../shared/contracts/messaging.ts';
 
-/** Attempts of one compare-and-set update before giving up (only contention makes it retry). */
+/** Attempts of one compare-and-set update before giving up (only a lost race makes it re-read). */
 export const RUN_RECORD_CAS_ATTEMPTS = 10;
 /** Records `list()` reads from the bucket at once. */
 export const RUN_LIST_READ_BATCH = 32;
@@ -37,6 +39,14 @@ export interface RunStore {
   /** Stores the kept bytes of a run's result, before the record that points at them. */
   putResult(projectId: string, appName: string, runId: string, bytes: Uint8Array): Promise<void>;
   /**
+   * The whole response body a finished run's webhook carries, when the result does not hold all of it:
+   * written before the final record, so a redelivered run can queue its webhook job again.
+   */
+  getWebhookBody(projectId: string, appName: string, runId: string): Promise<Uint8Array | undefined>;
+  putWebhookBody(projectId: string, appName: string, runId: string, bytes: Uint8Array): Promise<void>;
+  /** Removes it once the webhook job is queued (best effort: it expires with the record anyway). */
+  deleteWebhookBody(projectId: string, appName: string, runId: string): Promise<void>;
+  /**
    * queued → `cancelled` at once (the worker then never starts it); running → `cancelRequested` and a
    * cancel announcement so the executing worker aborts the call and records `cancelled`; terminal →
    * unchanged. Undefined when the run does not exist.
@@ -46,7 +56,10 @@ export interface RunStore {
   createQueued(record: RunRecord): Promise<boolean>;
   /**
    * Read-modify-write under compare-and-set. `change` gets the current record (undefined when absent) and
-   * returns the next one, or undefined to leave it as is. Returns what is stored afterwards.
+   * returns the next one, or undefined to leave it as is. Returns what is stored afterwards. A lost race
+   * re-reads and decides again; any other error (NATS unavailable, a timeout) is thrown at once, for
+   * the caller to retry within its bound — `change` must then recognise a write of its own that took
+   * although its answer was lost.
    */
   update(
     projectId: string,
@@ -64,6 +77,15 @@ function decode(e: KvEntry | null): RunRecord | undefined {
   return e.json<RunRecord>();
 }
 
+/** The compare-and-set lost: the entry's revision moved (or it exists, for a create). */
+export function isRevisionConflict(err: unknown): boolean {
+  return (
+    err instanceof JetStreamApiError &&
+    (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
+}
+
 /** `nc` is only needed for `requestCancel` on a running run (core NATS announcement). */
 export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = () => new Date()): RunStore {
   const update: RunStore['update'] = async (projectId, appName, runId, change) => {
@@ -79,6 +101,7 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
         else await kv.create(key, encode(next));
         return next;
       } catch (err) {
+        if (!isRevisionConflict(err)) throw err;
         lastErr = err; // lost the race: read again and re-decide
       }
     }
@@ -102,6 +125,19 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
 
     async putResult(projectId, appName, runId, bytes) {
       await kv.put(runResultKey(projectId, appName, runId), bytes);
+    },
+
+    async getWebhookBody(projectId, appName, runId) {
+      const e = await kv.get(runWebhookBodyKey(projectId, appName, runId));
+      return e?.operation === 'PUT' ? e.value : undefined;
+    },
+
+    async putWebhookBody(projectId, appName, runId, bytes) {
+      await kv.put(runWebhookBodyKey(projectId, appName, runId), bytes);
+    },
+
+    async deleteWebhookBody(projectId, appName, runId) {
+      await kv.purge(runWebhookBodyKey(projectId, appName, runId));
     },
 
     async list(projectId, appName, opts = {}) {

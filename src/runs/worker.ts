@@ -1,14 +1,17 @@
 /**
  * The run worker: executes accepted async runs from the RUNS stream.
  *
- * At-least-once: a run is acked only after its final record (and its webhook job) are written, so a
+ * At-least-once: a run is acked only after its final record and its webhook job are written, so a
  * worker that dies mid-run leaves the message unacked and JetStream redelivers it after `ackWaitMs`;
- * the next execution runs the function again (`executions` counts them). While a run is alive the
- * worker heartbeats the message (`working()`) well inside `ackWaitMs`, so a merely long run is never
- * redelivered to a second worker. A run is bounded by its app's response grace period (→ `timeout`),
- * can be cancelled (→ `cancelled`), and gives up after `maxExecutions` started executions (→ `failure`).
+ * the next execution runs the function again (`executions` counts them) — unless the record is final
+ * already, then the delivery only finishes what the record says (complete.ts). While it holds a run the
+ * worker heartbeats the message (`working()`) well inside `ackWaitMs`, so a merely long run, or writes
+ * waiting out a NATS failover (retried within `writeTimeoutMs`), are never redelivered to a second
+ * worker. A run is bounded by its app's response grace period (→ `timeout`), can be cancelled
+ * (→ `cancelled`), and gives up after `maxExecutions` started executions (→ `failure`).
  * The pieces: pulling (src/shared/nats/pull-loop.ts), executing (execute.ts), finishing (complete.ts).
  */
+import { randomUUID } from 'node:crypto';
 import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
@@ -21,14 +24,15 @@ import type { Logger } from '../shared/log.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
+import { retryJetStream } from '../shared/nats/setup.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
-import { type CompleteDeps, completeRun } from './complete.ts';
+import { type CompleteDeps, completeRun, finishDelivery } from './complete.ts';
 import { CANCEL, executeRun, SHUTDOWN } from './execute.ts';
 import { ensureRunsInfrastructure } from './infrastructure.ts';
 import { createRunWorkerMetrics } from './metrics.ts';
 import { type RunOutcome, startRun } from './outcome.ts';
 import type { RunWorkerSettings } from './settings.ts';
-import { createRunStore, type RunStore } from './store.ts';
+import { createRunStore, isTerminal, type RunStore } from './store.ts';
 
 export interface RunWorkerDeps {
   nc: NatsConnection;
@@ -59,6 +63,10 @@ export interface RunWorker {
   held(projectId: string, appName: string): number;
 }
 
+/** Pauses between retries of a write JetStream refused (doubling from the first to the last). */
+const WRITE_RETRY_FIRST_PAUSE_MS = 100;
+const WRITE_RETRY_MAX_PAUSE_MS = 2_000;
+
 /** Slot errors after which a run stays queued (it goes back to JetStream for a while). */
 const WAIT_AGAIN: ReadonlySet<string> = new Set([
   ErrorCode.QueueFull,
@@ -76,7 +84,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const heartbeatEveryMs = Math.max(Math.floor(settings.ackWaitMs / 3), 100);
 
   let store: RunStore | undefined;
-  let completeDeps: CompleteDeps | undefined;
+  let completeDeps: Omit<CompleteDeps, 'retry'> | undefined;
   let cancelSub: Subscription | undefined;
   let pulling: PullLoop | undefined;
   const running = new Map<string, AbortController>();
@@ -99,38 +107,50 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     }
     const runLog = log.child({ requestId: job.requestId, project: job.projectId, app: job.appName });
     const s = store as RunStore;
-    // Still working while it writes the outcome: those writes (webhook job, result, record) may be slow
-    // while NATS recovers, and a message whose ack wait passed here would be redelivered and run again.
-    const complete = async (outcome: RunOutcome) => {
-      const heartbeat = setInterval(() => msg.working(), Math.max(Math.floor(settings.ackWaitMs / 3), 100));
-      try {
-        await completeRun(msg, job, outcome, runLog, completeDeps as CompleteDeps);
-      } finally {
-        clearInterval(heartbeat);
-      }
-    };
-
-    // The cap counts executions that started (from the record), not deliveries: a message handed
-    // back unexecuted by a stopping worker does not use up an execution.
-    const current = await s.get(job.projectId, job.appName, job.requestId);
-    if (current?.state === 'running' && current.executions >= settings.maxExecutions) {
-      await complete({
-        state: 'failure',
-        error: {
-          code: 'redelivery_exhausted',
-          message: `the run was started ${current.executions} times without finishing`,
-        },
+    // Writes wait out a NATS failover within the bound instead of handing the run back at the first refusal.
+    const retry = <T>(what: string, step: () => Promise<T>) =>
+      retryJetStream(what, step, {
+        boundMs: settings.writeTimeoutMs,
+        log: runLog,
+        firstPauseMs: WRITE_RETRY_FIRST_PAUSE_MS,
+        maxPauseMs: WRITE_RETRY_MAX_PAUSE_MS,
       });
-      return;
-    }
-
-    // Registered before the record says "running", so a cancel announced from then on finds us.
+    const finishing: CompleteDeps = { ...(completeDeps as Omit<CompleteDeps, 'retry'>), retry };
+    const complete = (outcome: RunOutcome) => completeRun(msg, job, outcome, runLog, finishing);
+    // Held from the first read to the ack — while waiting for a replica slot, running, and writing the
+    // outcome (which may wait for NATS to recover): a message whose ack wait passed would be redelivered
+    // and run again.
+    const heartbeat = setInterval(() => msg.working(), heartbeatEveryMs);
     const abort = new AbortController();
-    running.set(job.requestId, abort);
     const key = `${job.projectId}/${job.appName}`;
-    hold(key, 1);
+    let held = false;
     let slot: AppSlot | undefined;
     try {
+      const current = await retry('reading the run record', () =>
+        s.get(job.projectId, job.appName, job.requestId),
+      );
+      if (current && isTerminal(current.state)) {
+        runLog.info({ state: current.state }, 'run already finished; finishing its delivery');
+        await finishDelivery(msg, job, current, runLog, finishing);
+        return;
+      }
+      // The cap counts executions that started (from the record), not deliveries: a message handed
+      // back unexecuted by a stopping worker does not use up an execution.
+      if (current?.state === 'running' && current.executions >= settings.maxExecutions) {
+        await complete({
+          state: 'failure',
+          error: {
+            code: 'redelivery_exhausted',
+            message: `the run was started ${current.executions} times without finishing`,
+          },
+        });
+        return;
+      }
+
+      // Registered before the record says "running", so a cancel announced from then on finds us.
+      running.set(job.requestId, abort);
+      hold(key, 1);
+      held = true;
       // A replica slot first: waiting for capacity (or a cold start) is not an execution.
       if (deps.callApp) {
         const app = await deps.resolver.resolve(job.projectId, job.appName);
@@ -141,7 +161,6 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
           });
           return;
         }
-        const beat = setInterval(() => msg.working(), heartbeatEveryMs);
         try {
           slot = await deps.callApp.reserve(app, abort.signal);
         } catch (err) {
@@ -165,16 +184,15 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
             return;
           }
           throw err;
-        } finally {
-          clearInterval(beat);
         }
       }
-      const rec = await s.update(job.projectId, job.appName, job.requestId, (cur) =>
-        startRun(cur, job, now()),
+      const executionId = randomUUID();
+      const rec = await retry('starting the run', () =>
+        s.update(job.projectId, job.appName, job.requestId, (cur) => startRun(cur, job, now(), executionId)),
       );
-      if (rec?.state !== 'running') {
+      if (rec?.state !== 'running' || rec.executionId !== executionId) {
         runLog.info({ state: rec?.state }, 'run not started: already finished or cancelled');
-        await msg.ackAck().catch(() => msg.ack());
+        await finishDelivery(msg, job, rec, runLog, finishing);
         return;
       }
       metrics.executions.inc();
@@ -189,8 +207,6 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
           dispatcher,
           ...(reserved ? { send: (call: AppCall) => reserved.call(call) } : {}),
           maxKeptBodyBytes: Math.max(settings.maxWebhookBodyBytes, settings.maxResultBytes),
-          heartbeat: () => msg.working(),
-          heartbeatEveryMs,
         });
       } finally {
         metrics.active.dec();
@@ -203,10 +219,11 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       metrics.duration.observe({ state: outcome.state }, (clock.now() - started) / 1000);
       await complete(outcome);
     } finally {
+      clearInterval(heartbeat);
       // Unused (the run was not started, or ended before its call): back to the app's pool.
       slot?.release();
-      running.delete(job.requestId);
-      hold(key, -1);
+      if (running.get(job.requestId) === abort) running.delete(job.requestId);
+      if (held) hold(key, -1);
     }
   }
 

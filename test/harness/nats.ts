@@ -1,5 +1,5 @@
 /** A real nats-server with JetStream in its own store dir on a free loopback port. */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binaryPath } from './binaries.ts';
@@ -15,6 +15,16 @@ export interface NatsServer {
   stop(opts?: { keepStore?: boolean }): Promise<void>;
   /** Starts the server again on the same port and store (after `stop({ keepStore: true })`). */
   restart(): Promise<void>;
+  /** Sends `signal` to the nats-server process itself (SIGSTOP/SIGCONT: a server that hangs, then resumes). */
+  signal(signal: NodeJS.Signals): void;
+}
+
+/** The pid of the `nats-server` child of the harness's watchdog shell (Linux /proc). */
+function natsServerPid(shellPid: number): number | undefined {
+  const children = readFileSync(`/proc/${shellPid}/task/${shellPid}/children`, 'utf8').trim().split(/\s+/);
+  return children
+    .map(Number)
+    .find((pid) => pid > 0 && readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'nats-server');
 }
 
 export async function startNats(): Promise<NatsServer> {
@@ -45,5 +55,10 @@ export async function startNats(): Promise<NatsServer> {
         rmSync(dir, { recursive: true, force: true });
     },
     restart: launch,
+    signal(sig) {
+      const pid = proc?.child.pid ? natsServerPid(proc.child.pid) : undefined;
+      if (!pid) throw new Error('nats-server is not running');
+      process.kill(pid, sig);
+    },
   };
 }

@@ -23,6 +23,9 @@ export const runKey = (projectId: string, appName: string, runId: string) =>
 /** Key of a run's kept response bytes, in the same bucket (so the same retention); one token deeper than runKey. */
 export const runResultKey = (projectId: string, appName: string, runId: string) =>
   `${runKey(projectId, appName, runId)}.result`;
+/** Key of a finished run's whole webhook body when its result does not hold all of it (same bucket). */
+export const runWebhookBodyKey = (projectId: string, appName: string, runId: string) =>
+  `${runKey(projectId, appName, runId)}.webhook`;
 
 /** An accepted async run, published to RUNS with `Nats-Msg-Id` = requestId. */
 export interface RunJob {
@@ -73,6 +76,11 @@ export interface RunRecord {
   finishedAt?: string;
   /** How many times a worker started executing this run (>1 after a redelivery). */
   executions: number;
+  /**
+   * Internal (not shown by the API): the execution that last set `running`, so a worker retrying that
+   * write after a lost answer recognises its own and does not count the execution twice.
+   */
+  executionId?: string;
   responseStatus?: number;
   error?: { code: string; message: string };
   cancelRequested?: boolean;

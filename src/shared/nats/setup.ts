@@ -1,22 +1,32 @@
 /**
- * Start-up steps against JetStream (creating streams, buckets, consumers) retried within a bound. While a
- * NATS node restarts or a cluster elects a leader, JetStream answers "temporarily unavailable" or not at
- * all for a few seconds; a piece starting then should wait for it, not crash.
+ * Steps against JetStream retried within a bound. While a NATS node restarts or hangs, or a cluster
+ * elects a leader, JetStream answers "no responders", "temporarily unavailable" or not at all for a few
+ * seconds (longer on a loaded machine): a piece starting then should wait for it, not crash, and a write
+ * that must not be lost (a run's record, its webhook job) should wait too, not give up at the first refusal.
  */
 import type { Logger } from '../log.ts';
 
-const FIRST_PAUSE_MS = 250;
-const MAX_PAUSE_MS = 5_000;
+export interface RetryOptions {
+  boundMs: number;
+  log: Logger;
+  /** First pause between attempts; doubles up to `maxPauseMs`. */
+  firstPauseMs?: number;
+  maxPauseMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+  now?: () => number;
+}
 
-export async function retryJetStreamSetup<T>(
+/** Runs `step` until it succeeds or `boundMs` is used up; then throws naming `what`, the last error as cause. */
+export async function retryJetStream<T>(
   what: string,
   step: () => Promise<T>,
-  opts: { boundMs: number; log: Logger; sleep?: (ms: number) => Promise<void>; now?: () => number },
+  opts: RetryOptions,
 ): Promise<T> {
   const now = opts.now ?? Date.now;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const maxPause = opts.maxPauseMs ?? 5_000;
   const deadline = now() + opts.boundMs;
-  let pause = FIRST_PAUSE_MS;
+  let pause = opts.firstPauseMs ?? 250;
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
@@ -25,7 +35,16 @@ export async function retryJetStreamSetup<T>(
         throw new Error(`${what}: JetStream did not answer within ${opts.boundMs} ms`, { cause: err });
       opts.log.warn({ err, attempt, retryInMs: pause }, `${what} failed; retrying`);
       await sleep(pause);
-      pause = Math.min(pause * 2, MAX_PAUSE_MS);
+      pause = Math.min(pause * 2, maxPause);
     }
   }
+}
+
+/** Start-up steps (creating streams, buckets, consumers): 250 ms doubling to 5 s between attempts. */
+export function retryJetStreamSetup<T>(
+  what: string,
+  step: () => Promise<T>,
+  opts: Omit<RetryOptions, 'firstPauseMs' | 'maxPauseMs'>,
+): Promise<T> {
+  return retryJetStream(what, step, opts);
 }
