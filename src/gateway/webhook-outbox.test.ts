@@ -1,7 +1,8 @@
+import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../shared/clock.ts';
 import type { WebhookJob } from '../shared/contracts/messaging.ts';
-import { silentLogger } from '../shared/log.ts';
+import { createLogger, silentLogger } from '../shared/log.ts';
 import { createWebhookOutbox, type OutboxOutcome } from './webhook-outbox.ts';
 
 const job = (requestId: string, bodyBytes = 10): WebhookJob => ({
@@ -37,18 +38,53 @@ const until = async (what: () => boolean, ms = 10_000) => {
   }
 };
 
+/** A logger whose JSON lines are kept, to read what an operator would. */
+function capturingLogger() {
+  const lines: Array<{ msg: string; requestId?: string }> = [];
+  const destination = new Writable({
+    write(chunk, _enc, done) {
+      for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l));
+      done();
+    },
+  });
+  return { log: createLogger({ name: 'outbox-test', destination }), lines };
+}
+
 describe('webhook outbox', () => {
-  const make = (js: ReturnType<typeof jetstream>, maxJobs = 100, maxBytes = 1 << 20) => {
+  const make = (
+    js: ReturnType<typeof jetstream>,
+    maxJobs = 100,
+    maxBytes = 1 << 20,
+    log = silentLogger(),
+  ) => {
     const outcomes: OutboxOutcome[] = [];
     const outbox = createWebhookOutbox({
       publish: js.publish,
       settings: { maxJobs, maxBytes, retryDelayMs: 5, maxRetryDelayMs: 20 },
       clock: systemClock,
-      log: silentLogger(),
+      log,
       count: (o) => outcomes.push(o),
     });
     return { outbox, outcomes };
   };
+
+  it('logs each job it holds and each held job it queues later, by request id (a crash loses the held, never queued)', async () => {
+    const js = jetstream();
+    const { log, lines } = capturingLogger();
+    const { outbox } = make(js, 100, 1 << 20, log);
+    for (const id of ['a', 'b']) outbox.add(job(id), log.child({ requestId: id }));
+    await until(() => outbox.pending() === 2);
+    js.down = false;
+    await until(() => outbox.pending() === 0);
+    const said = (msg: string) =>
+      lines
+        .filter((l) => l.msg === msg)
+        .map((l) => l.requestId)
+        .sort();
+    expect(said('webhook job held until JetStream takes it')).toEqual(['a', 'b']);
+    expect(said('held webhook job queued')).toEqual(['a', 'b']);
+    await outbox.close(1_000);
+  });
 
   it('holds what JetStream refuses and hands it over once it takes jobs again', async () => {
     const js = jetstream();

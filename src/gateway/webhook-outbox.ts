@@ -98,6 +98,7 @@ export function createWebhookOutbox(deps: {
         held.shift();
         heldBytes -= head.bytes;
         deps.count('queued_after_retry');
+        log.info({ requestId: head.job.requestId, heldJobs: held.length }, 'held webhook job queued');
         delay = settings.retryDelayMs;
         changed();
       } catch (err) {
