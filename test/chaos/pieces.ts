@@ -1,7 +1,8 @@
 /**
  * The processes of the chaos test: each is started with fixed ports (a restart comes back where
  * clients expect it), its pid is tracked by the watchdog, and it can be SIGKILLed, SIGSTOPped and
- * continued by its real pid.
+ * continued by its real pid. A piece that exits while starting (a start-up bound passed while NATS was
+ * unavailable) is started again, as Kubernetes restarts a container that exits; those restarts are counted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
@@ -30,6 +31,8 @@ export interface Piece {
   stopped(): boolean;
   /** Starts it and resolves once ready (throws after PIECE_START_TIMEOUT_MS). */
   start(): Promise<void>;
+  /** Times a start had to spawn the process again because it exited before it was ready. */
+  exitsWhileStarting(): number;
   kill(): Promise<void>;
   stop(): void;
   cont(): void;
@@ -51,6 +54,7 @@ export function processPiece(opts: {
   let exited: Promise<void> = Promise.resolve();
   let isStopped = false;
   let isReady = false;
+  let restartsWhileStarting = 0;
   const log = createWriteStream(join(opts.logDir, `${opts.name}.log`), { flags: 'a' });
   const running = () => !!child && child.exitCode === null && child.signalCode === null;
   const signal = (sig: NodeJS.Signals) => {
@@ -63,39 +67,48 @@ export function processPiece(opts: {
     alive: running,
     stopped: () => isStopped,
     async start() {
-      const c = spawn(opts.command, opts.args, { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
-      child = c;
-      isStopped = false;
-      isReady = false;
-      opts.watchdog.track(opts.name, c.pid);
-      c.stderr?.pipe(log, { end: false });
-      let out = '';
-      c.stdout?.on('data', (d: Buffer) => {
-        log.write(d);
-        if (opts.readyLine && out.length < 10_000) out += d.toString();
-      });
-      exited = new Promise((r) =>
-        c.once('exit', () => {
-          if (child === c) opts.watchdog.track(opts.name, undefined);
-          r();
-        }),
-      );
       const deadline = Date.now() + PIECE_START_TIMEOUT_MS;
       for (;;) {
-        if (c.exitCode !== null || c.signalCode !== null)
-          throw new Error(`${opts.name} exited while starting (see ${opts.logDir}/${opts.name}.log)`);
-        const ok = opts.readyLine
-          ? opts.readyLine.test(out)
-          : await (opts.ready as () => Promise<boolean>)().catch(() => false);
-        if (ok) {
-          isReady = true;
-          return;
+        const c = spawn(opts.command, opts.args, { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+        child = c;
+        isStopped = false;
+        isReady = false;
+        opts.watchdog.track(opts.name, c.pid);
+        c.stderr?.pipe(log, { end: false });
+        let out = '';
+        c.stdout?.on('data', (d: Buffer) => {
+          log.write(d);
+          if (opts.readyLine && out.length < 10_000) out += d.toString();
+        });
+        exited = new Promise((r) =>
+          c.once('exit', () => {
+            if (child === c) opts.watchdog.track(opts.name, undefined);
+            r();
+          }),
+        );
+        for (;;) {
+          if (c.exitCode !== null || c.signalCode !== null) break;
+          const ok = opts.readyLine
+            ? opts.readyLine.test(out)
+            : await (opts.ready as () => Promise<boolean>)().catch(() => false);
+          if (ok) {
+            isReady = true;
+            return;
+          }
+          if (Date.now() > deadline)
+            throw new Error(
+              `${opts.name} not ready within ${PIECE_START_TIMEOUT_MS} ms (see ${opts.logDir})`,
+            );
+          await new Promise((r) => setTimeout(r, 200));
         }
+        // Exited while starting: started again (a kubelet's restart), within the same bound.
+        restartsWhileStarting++;
         if (Date.now() > deadline)
-          throw new Error(`${opts.name} not ready within ${PIECE_START_TIMEOUT_MS} ms (see ${opts.logDir})`);
-        await new Promise((r) => setTimeout(r, 200));
+          throw new Error(`${opts.name} exited while starting (see ${opts.logDir}/${opts.name}.log)`);
+        await new Promise((r) => setTimeout(r, 500));
       }
     },
+    exitsWhileStarting: () => restartsWhileStarting,
     async kill() {
       signal('SIGKILL');
       await exited;
