@@ -16,6 +16,7 @@ import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jet
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
+import type { BackoffSettings } from '../shared/backoff.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/messaging.ts';
 import type { AppCall, AppCaller, AppResolver, AppSlot } from '../shared/contracts/seams.ts';
@@ -63,9 +64,8 @@ export interface RunWorker {
   held(projectId: string, appName: string): number;
 }
 
-/** Pauses between retries of a write JetStream refused (doubling from the first to the last). */
-const WRITE_RETRY_FIRST_PAUSE_MS = 100;
-const WRITE_RETRY_MAX_PAUSE_MS = 2_000;
+/** Pauses between retries of a write JetStream refused. */
+const WRITE_RETRY_BACKOFF: BackoffSettings = { baseDelayMs: 100, maxDelayMs: 2_000 };
 
 /** Slot errors after which a run stays queued (it goes back to JetStream for a while). */
 const WAIT_AGAIN: ReadonlySet<string> = new Set([
@@ -112,8 +112,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       retryJetStream(what, step, {
         boundMs: settings.writeTimeoutMs,
         log: runLog,
-        firstPauseMs: WRITE_RETRY_FIRST_PAUSE_MS,
-        maxPauseMs: WRITE_RETRY_MAX_PAUSE_MS,
+        backoff: WRITE_RETRY_BACKOFF,
       });
     const finishing: CompleteDeps = { ...(completeDeps as Omit<CompleteDeps, 'retry'>), retry };
     const complete = (outcome: RunOutcome) => completeRun(msg, job, outcome, runLog, finishing);

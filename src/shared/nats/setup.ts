@@ -4,14 +4,16 @@
  * seconds (longer on a loaded machine): a piece starting then should wait for it, not crash, and a write
  * that must not be lost (a run's record, its webhook job) should wait too, not give up at the first refusal.
  */
+import { type BackoffSettings, backoffDelay } from '../backoff.ts';
 import type { Logger } from '../log.ts';
+
+const SETUP_BACKOFF: BackoffSettings = { baseDelayMs: 250, maxDelayMs: 5_000 };
 
 export interface RetryOptions {
   boundMs: number;
   log: Logger;
-  /** First pause between attempts; doubles up to `maxPauseMs`. */
-  firstPauseMs?: number;
-  maxPauseMs?: number;
+  /** Pauses between attempts (shared/backoff.ts); 250 ms doubling to 5 s when absent. */
+  backoff?: BackoffSettings;
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
 }
@@ -24,18 +26,17 @@ export async function retryJetStream<T>(
 ): Promise<T> {
   const now = opts.now ?? Date.now;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const maxPause = opts.maxPauseMs ?? 5_000;
+  const backoff = opts.backoff ?? SETUP_BACKOFF;
   const deadline = now() + opts.boundMs;
-  let pause = opts.firstPauseMs ?? 250;
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
     } catch (err) {
+      const pause = backoffDelay(attempt, backoff);
       if (now() + pause > deadline)
         throw new Error(`${what}: JetStream did not answer within ${opts.boundMs} ms`, { cause: err });
       opts.log.warn({ err, attempt, retryInMs: pause }, `${what} failed; retrying`);
       await sleep(pause);
-      pause = Math.min(pause * 2, maxPause);
     }
   }
 }
@@ -44,7 +45,7 @@ export async function retryJetStream<T>(
 export function retryJetStreamSetup<T>(
   what: string,
   step: () => Promise<T>,
-  opts: Omit<RetryOptions, 'firstPauseMs' | 'maxPauseMs'>,
+  opts: Omit<RetryOptions, 'backoff'>,
 ): Promise<T> {
   return retryJetStream(what, step, opts);
 }
