@@ -19,7 +19,7 @@ describe('appProcessSpec', () => {
           runtime: 'cortex',
           env: [
             { name: 'GREETING', value: 'hi' },
-            { name: 'FROM_SECRET', valueFrom: {} },
+            { name: 'FROM_SECRET', valueFrom: { secretKeyRef: { name: 'creds', key: 'token' } } },
           ],
         },
         60,

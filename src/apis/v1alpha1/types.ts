@@ -1,6 +1,7 @@
 /**
  * apphost.dev/v1alpha1: the App and DomainAssignment custom resources, as TypeScript types.
- * crds/*.yaml is the schema the API server enforces; these types mirror it (keep them in step).
+ * crds/*.yaml is the schema the API server enforces; these types mirror it field by field, which
+ * types.test.ts checks (fields, required ones, kinds of value, enums).
  */
 export const GROUP = 'apphost.dev';
 export const VERSION = 'v1alpha1';
@@ -52,7 +53,7 @@ export interface Condition {
 export interface EnvVar {
   name: string;
   value?: string;
-  valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } };
+  valueFrom?: { secretKeyRef: { name: string; key: string; optional?: boolean } };
 }
 
 /** How an App scales; defaults in scaling.ts (`effectiveScaling`). */
