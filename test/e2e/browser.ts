@@ -73,17 +73,26 @@ export const SCREENSHOT_DIR =
     ? join(REPO, 'docs', 'img')
     : join(REPO, 'test', 'e2e', '.out', 'screenshots');
 
-/** The page as it is now, at every width (then back to the first). */
-export async function screenshot(page: Page, name: string): Promise<void> {
+/**
+ * The page as it is now, at every width (then back to the first): a screenshot of each, and what
+ * `checkPage` finds wrong at each width, prefixed with it.
+ */
+export async function screenshot(page: Page, name: string): Promise<string[]> {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  const problems: string[] = [];
   for (const width of WIDTHS) {
     await page.setViewportSize({ width, height: 800 });
+    problems.push(...(await checkPage(page)).map((p) => `${width} px: ${p}`));
     await page.screenshot({ path: join(SCREENSHOT_DIR, `dashboard-${name}-${width}.png`), fullPage: true });
   }
   await page.setViewportSize({ width: WIDTHS[0], height: 800 });
+  return problems;
 }
 
-/** Accessibility basics a page must keep: every visible control has a label, one h1, nothing scrolls sideways. */
+/**
+ * Accessibility basics a page must keep: every visible control has a label, one h1, nothing scrolls
+ * sideways (naming the first element that sticks out).
+ */
 export async function checkPage(page: Page): Promise<string[]> {
   // A string: the test tsconfig has no DOM types.
   return page.evaluate(`(() => {
@@ -91,8 +100,11 @@ export async function checkPage(page: Page): Promise<string[]> {
     for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea'))
       if (!el.labels || el.labels.length === 0) out.push('unlabelled ' + el.tagName.toLowerCase() + '#' + el.id);
     if (document.querySelectorAll('main h1').length !== 1) out.push('not exactly one h1 in main');
-    if (document.documentElement.scrollWidth > window.innerWidth + 1)
-      out.push('page is wider (' + document.documentElement.scrollWidth + ') than the window (' + window.innerWidth + ')');
+    if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+      const wide = [...document.body.querySelectorAll('*')].find((el) => el.getBoundingClientRect().right > window.innerWidth + 1);
+      const what = wide ? wide.tagName.toLowerCase() + (wide.id ? '#' + wide.id : '') + (wide.className ? '.' + String(wide.className).trim().split(/ +/).join('.') : '') : '?';
+      out.push('page is wider (' + document.documentElement.scrollWidth + ') than the window (' + window.innerWidth + '): ' + what);
+    }
     return out;
   })()`);
 }

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Browser, checkPage, launchBrowser, screenshot } from './browser.ts';
+import { type Browser, launchBrowser, screenshot } from './browser.ts';
 import { type Credentials, type DevProcess, REPO, startDevProcess } from './dev-process.ts';
 
 /** Bound on a page reaching a state it refreshes towards (runs finishing, htmx refreshes). */
@@ -70,8 +70,7 @@ describe('dashboard in Chromium (e2e)', () => {
 
   const dash = (path = '') => `${creds.base_url}/dashboard${path}`;
   const shoot = async (name: string) => {
-    pageProblems.push(...(await checkPage(page)).map((p) => `${name}: ${p}`));
-    await screenshot(page, name);
+    pageProblems.push(...(await screenshot(page, name)).map((p) => `${name}: ${p}`));
   };
   const runAsync = async (
     query: string,
@@ -174,13 +173,13 @@ describe('dashboard in Chromium (e2e)', () => {
     const res = await syncCall('hello', { name: 'tail' });
     expect(res.status).toBe(200);
     const rid = res.headers.get('x-request-id') ?? '';
-    await page.waitForFunction(
-      `document.getElementById('log-tail').textContent.includes('${rid}')`,
-      undefined,
-      {
-        timeout: UI_TIMEOUT_MS,
-      },
+    // Locator waits, not waitForFunction: its polling evaluates a string, which the page's CSP refuses.
+    await page.locator('#log-tail', { hasText: rid }).waitFor({ timeout: UI_TIMEOUT_MS });
+    // The call is also one of the app's recent runs (a sync record, written after the response).
+    await reloadUntil(dash('/apps/hello'), `sync call ${rid} among the recent runs`, () =>
+      page.isVisible(`${row(rid, 'success')} span.mode:text-is("sync")`),
     );
+    await page.waitForSelector('#log-tail[data-log-state="live"]', { timeout: UI_TIMEOUT_MS });
     await shoot('app');
     // Leaving the page closes the stream (the browser cancels it; the server then ends its follow).
     const closed = new Promise<string>((resolve) => {
@@ -268,11 +267,9 @@ describe('dashboard in Chromium (e2e)', () => {
     await page.waitForSelector(row(hooked, 'success'), { timeout: UI_TIMEOUT_MS });
     const seen = (await page.evaluate('window.seenStates')) as string[];
     expect(seen.slice(seen.indexOf('running'))).toEqual(['running', 'success']);
-    await page.waitForFunction(
-      `document.querySelector('tr[data-run="${hooked}"] .attempts')?.textContent.includes('#1 200')`,
-      undefined,
-      { timeout: UI_TIMEOUT_MS },
-    );
+    await page
+      .locator(`tr[data-run="${hooked}"] .attempts`, { hasText: '#1 200' })
+      .waitFor({ timeout: UI_TIMEOUT_MS });
     expect(hooks.some((h) => h.requestId === hooked && h.body.includes('hooked'))).toBe(true);
     expect(hooks.some((h) => h.requestId === long)).toBe(false);
 

@@ -3,14 +3,17 @@ export const DASHBOARD_CSS = `
 :root { --pico-font-size: 100%; }
 .visually-hidden { position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px; overflow: hidden;
   clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0; }
-dl.grid-dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1.5rem; }
+dl.grid-dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .25rem 1.5rem; }
 dl.grid-dl dt { font-weight: 600; }
-dl.grid-dl dd { margin: 0; }
+/* Long ids and URLs break rather than widen the page. */
+dl.grid-dl dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+p code { overflow-wrap: anywhere; }
 button.danger { background-color: #a3121b; border-color: #a3121b; color: #fff; }
 .notice { border-left: .25rem solid var(--pico-primary); }
 .skip-link { position: absolute; left: -9999px; }
 .skip-link:focus { left: 1rem; top: 1rem; z-index: 10; background: var(--pico-background-color); padding: .5rem 1rem; }
-header.site nav { flex-wrap: wrap; }
+header.site nav, header.site nav ul { flex-wrap: wrap; }
+header.site nav a, header.site nav button { white-space: nowrap; }
 header.site nav ul:first-child li { font-weight: 700; }
 nav a[aria-current="page"] { text-decoration: underline; text-underline-offset: .3em; font-weight: 700; }
 .table-wrap { overflow-x: auto; }
@@ -57,12 +60,15 @@ details.result-row summary { font-size: .875em; }
 .htmx-request .htmx-indicator, .htmx-request.htmx-indicator { visibility: visible; }
 @media (max-width: 576px) {
   .hide-narrow { display: none; }
+  dl.grid-dl { grid-template-columns: minmax(0, 1fr); gap: 0; }
+  dl.grid-dl dd { margin-bottom: .5rem; }
   header.site nav button { padding: .35rem .6rem; font-size: .875em; }
   /* Narrow screens: each row becomes a card, each cell labelled by its column. */
   table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0, 0, 0, 0); }
   table.stack, table.stack tbody, table.stack tr, table.stack th, table.stack td { display: block; width: 100%; }
   table.stack tr { border-bottom: 1px solid var(--pico-muted-border-color); padding: .5rem 0; }
   table.stack th, table.stack td { border: 0; padding: .2rem 0; }
+  table.stack caption { display: block; text-align: left; padding: 0 0 .5rem; }
   table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
 }
 `;
