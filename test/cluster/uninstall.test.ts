@@ -84,7 +84,14 @@ spec: {hostname: www.${ns}.example.test, appName: hello}
 /** `kubectl delete namespace` waits until the namespace is gone; a hang fails at the bound. */
 async function deleteProject(ns: string): Promise<number> {
   const t0 = Date.now();
-  await kubectl('delete', 'namespace', ns, `--timeout=${NAMESPACE_DELETE_TIMEOUT_S}s`);
+  await kubectl('delete', 'namespace', ns, `--timeout=${NAMESPACE_DELETE_TIMEOUT_S}s`).catch(async (err) => {
+    // What holds it: the namespace's conditions name remaining content and finalizers.
+    const why = await kubectl('get', 'namespace', ns, '-o', 'jsonpath={.status.conditions}').catch(String);
+    const left = await kubectl('-n', ns, 'get', 'all,apps.apphost.dev,domainassignments', '-o', 'wide').catch(
+      String,
+    );
+    throw new Error(`${err}\nnamespace conditions: ${why}\nleft in it:\n${left}`);
+  });
   const gone = await kc
     .makeApiClient(CoreV1Api)
     .readNamespace({ name: ns })
