@@ -172,7 +172,11 @@ export const COMMANDS: readonly Command[] = [
       settings: [
         NATS,
         ['APPHOST_PLATFORM_KEY', 'key that seals webhook secrets in NATS (required)'],
-        ['APPHOST_RUN_TOKEN_KEYS_FILE', 'run-token key set JSON (required)'],
+        [
+          'APPHOST_RUN_TOKEN_KEYS_NAMESPACE',
+          'namespace of the run-token key Secret, watched (apphost-system)',
+        ],
+        ['APPHOST_RUN_TOKEN_KEYS_FILE', 'a run-token key set JSON file instead of the Secret'],
         ['APPHOST_GATEWAY_PORT', 'run API port (8080)'],
         ['APPHOST_RUN_WORKER', 'also run the async run worker (true)'],
         ['APPHOST_GATEWAY_SYNC_TIMEOUT_MS', 'bound on a sync call'],

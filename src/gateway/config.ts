@@ -35,9 +35,9 @@ export const GatewayEnv = z.object({
   APPHOST_PLATFORM_KEY: z
     .string({ error: 'is required (the platform key that seals webhook secrets)' })
     .min(16, 'must be at least 16 characters'),
-  APPHOST_RUN_TOKEN_KEYS_FILE: z
-    .string({ error: 'is required (path of the run-token key set JSON)' })
-    .min(1, 'is required'),
+  // Unset (the chart): the gateway watches the key Secret in APPHOST_RUN_TOKEN_KEYS_NAMESPACE instead.
+  APPHOST_RUN_TOKEN_KEYS_FILE: optionalText(),
+  APPHOST_RUN_TOKEN_KEYS_NAMESPACE: text('apphost-system'),
   APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, { min: 1_000 }),
   APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
   APPHOST_RUN_TOKEN_LEEWAY_SECONDS: int(DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, {

@@ -8,6 +8,7 @@ import { onShutdownSignal } from '../shared/shutdown.ts';
 import { parseGatewayEnv } from './config.ts';
 import { createFunctionsCache } from './resolver/functions.ts';
 import { createKubeAppResolver } from './resolver/kube.ts';
+import { watchKeySetSecret } from './run-token-keys.ts';
 import { serveGateway } from './serve.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
@@ -31,7 +32,15 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     ...(functions ? { functions } : {}),
   });
   await resolver.start();
-  const proc = await serveGateway({ env: cfg, resolver, log });
+  // The key Secret through the API unless a file is named (docs/gateway.md).
+  const keys = cfg.APPHOST_RUN_TOKEN_KEYS_FILE
+    ? undefined
+    : watchKeySetSecret({
+        kc,
+        namespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
+        log: log.child({ component: 'run-token-keys' }),
+      });
+  const proc = await serveGateway({ env: cfg, resolver, log, ...(keys ? { keys } : {}) });
   onShutdownSignal(log, proc.shutdownBoundMs, [
     ...proc.shutdownSteps(),
     { name: 'stop watches', run: () => resolver.stop() },

@@ -3,7 +3,6 @@
  * ops server and the shutdown sequence. main.ts (cluster) and local/test entrypoints differ only in
  * the AppResolver they pass.
  */
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -32,6 +31,7 @@ import {
   runWorkerSettings,
 } from './config.ts';
 import { createGateway, type Gateway } from './gateway.ts';
+import { type KeySetSource, watchKeySetFile } from './run-token-keys.ts';
 import { cachedRunTokenVerifier } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
@@ -52,21 +52,24 @@ export interface GatewayProcess {
   shutdownBoundMs: number;
 }
 
-/** How often a gateway without its run-token key set looks for the mounted file again. */
-export const RUN_TOKEN_KEYS_WAIT_POLL_MS = 1_000;
 /** Verifies nothing: what the gateway checks tokens against before its key set exists (it is not ready then). */
 const NO_KEYS: KeySet = { keys: [] };
 
-export function loadKeySet(path: string): KeySet {
-  const parsed = JSON.parse(readFileSync(path, 'utf8')) as KeySet;
-  if (!Array.isArray(parsed?.keys) || parsed.keys.length === 0) throw new Error(`${path}: no keys`);
-  return parsed;
+function keySetFileFromEnv(env: GatewayEnv, log: Logger): KeySetSource {
+  if (!env.APPHOST_RUN_TOKEN_KEYS_FILE) throw new Error('APPHOST_RUN_TOKEN_KEYS_FILE is not set');
+  return watchKeySetFile({
+    path: env.APPHOST_RUN_TOKEN_KEYS_FILE,
+    reloadMs: env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS,
+    log,
+  });
 }
 
 export async function serveGateway(opts: {
   env: GatewayEnv;
   resolver: AppResolver;
   log: Logger;
+  /** Where the run-token key set comes from; default: the file APPHOST_RUN_TOKEN_KEYS_FILE. */
+  keys?: KeySetSource;
   /** Replaces the balancer's caller (benchmarks only). */
   callApp?: AppCaller;
 }): Promise<GatewayProcess> {
@@ -74,25 +77,9 @@ export async function serveGateway(opts: {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  // On a fresh install the management API creates the key Secret and the kubelet fills the mounted file in
-  // later: until then the gateway runs not ready (nothing routes calls to it) instead of exiting.
-  let keys: KeySet | undefined;
-  const loadKeys = (warn: boolean) => {
-    try {
-      keys = loadKeySet(env.APPHOST_RUN_TOKEN_KEYS_FILE);
-    } catch (err) {
-      if (keys) log.warn({ err }, 'could not reload the run-token key set; keeping the previous one');
-      else if (warn) log.info({ file: env.APPHOST_RUN_TOKEN_KEYS_FILE }, 'waiting for the run-token key set');
-    }
-  };
-  loadKeys(true);
-  const reload = setInterval(() => loadKeys(false), env.APPHOST_RUN_TOKEN_KEYS_RELOAD_MS);
-  reload.unref();
-  const firstKeys = setInterval(() => {
-    if (!keys) loadKeys(false);
-    if (keys) clearInterval(firstKeys);
-  }, RUN_TOKEN_KEYS_WAIT_POLL_MS);
-  firstKeys.unref();
+  // On a fresh install the management API creates the key set after the gateway starts: until then the
+  // gateway runs not ready (nothing routes calls to it) instead of exiting.
+  const keySource = opts.keys ?? keySetFileFromEnv(env, log);
 
   const nats = await connectNats({
     url: env.NATS_URL,
@@ -126,7 +113,9 @@ export async function serveGateway(opts: {
   const gateway = createGateway({
     resolver,
     verifyRunToken: cachedRunTokenVerifier(
-      createRunTokenVerifier(() => keys ?? NO_KEYS, { leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS }),
+      createRunTokenVerifier(() => keySource.current() ?? NO_KEYS, {
+        leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS,
+      }),
       { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
     ),
     nc,
@@ -169,7 +158,7 @@ export async function serveGateway(opts: {
     registry,
     checks: [
       nats.readiness,
-      { name: 'run-token keys', check: () => keys !== undefined },
+      { name: 'run-token keys', check: () => keySource.current() !== undefined },
       { name: 'gateway', check: () => !gateway.draining },
     ],
   });
@@ -213,6 +202,7 @@ export async function serveGateway(opts: {
       { name: 'stop load reports', run: async () => reporter.stop() },
       { name: 'drain nats', run: () => nc.drain() },
       { name: 'close ops', run: () => ops.close() },
+      { name: 'stop run-token key updates', run: () => keySource.stop() },
     ],
   };
 }

@@ -30,6 +30,17 @@ export interface KeySet {
   keys: SigningKey[];
 }
 
+/** The Secret in the platform namespace that holds the key set (the management API creates it). */
+export const RUN_TOKEN_KEYS_SECRET = 'apphost-run-token-keys';
+export const RUN_TOKEN_KEYS_SECRET_KEY = 'run-token-keys.json';
+
+/** A stored key set, checked enough to verify with: `where` names its origin in the error. */
+export function parseKeySet(json: string, where: string): KeySet {
+  const parsed = JSON.parse(json) as KeySet;
+  if (!Array.isArray(parsed?.keys) || parsed.keys.length === 0) throw new Error(`${where}: no keys`);
+  return parsed;
+}
+
 export async function generateSigningKey(now = new Date()): Promise<SigningKey> {
   const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
   const privateJwk = await exportJWK(privateKey);

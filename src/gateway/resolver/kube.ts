@@ -33,13 +33,10 @@ import {
   VERSION,
 } from '../../apis/v1alpha1/types.ts';
 import type { AppResolver, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
+import { restartOnError } from '../../shared/kube/informer-restart.ts';
 import type { Logger } from '../../shared/log.ts';
 import { replicasFromSlices, SERVICE_NAME_LABEL } from './endpoints.ts';
 import type { FunctionsCache } from './functions.ts';
-
-/** First and largest delay before restarting a failed watch. */
-export const WATCH_RESTART_MIN_MS = 1_000;
-export const WATCH_RESTART_MAX_MS = 30_000;
 
 export interface KubeAppResolver extends AppResolver {
   /** Starts the watches; resolves once every cache has its first full list. */
@@ -238,21 +235,7 @@ export function createKubeAppResolver(deps: {
     });
   }
   let stopped = false;
-  for (const [name, inf] of informers) {
-    let delay = WATCH_RESTART_MIN_MS;
-    inf.on('connect', () => {
-      delay = WATCH_RESTART_MIN_MS;
-    });
-    inf.on('error', (err) => {
-      if (stopped) return;
-      log.warn({ err, watch: name, retryInMs: delay }, 'watch failed; restarting');
-      const wait = delay;
-      delay = Math.min(delay * 2, WATCH_RESTART_MAX_MS);
-      setTimeout(() => {
-        if (!stopped) inf.start().catch((e) => log.error({ err: e, watch: name }, 'watch restart failed'));
-      }, wait).unref();
-    });
-  }
+  for (const [name, inf] of informers) restartOnError(inf, { name, log, stopped: () => stopped });
 
   return {
     async start() {

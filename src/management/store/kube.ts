@@ -22,15 +22,21 @@ import {
   isNotFound as isKubeNotFound,
   kubeErrorToApiError as mapKubeError,
 } from '../../shared/kube/errors.ts';
-import { generateSigningKey, type KeySet, rotate } from '../../shared/run-tokens.ts';
+import {
+  generateSigningKey,
+  type KeySet,
+  RUN_TOKEN_KEYS_SECRET,
+  RUN_TOKEN_KEYS_SECRET_KEY,
+  rotate,
+} from '../../shared/run-tokens.ts';
 import type { AppRecord, Domain, ManagementStore, ServiceAccount, StoredServiceAccount } from './types.ts';
 
 export const SERVICE_ACCOUNT_LABEL = 'apphost.dev/service-account';
 export const SERVICE_ACCOUNT_NAME_LABEL = 'apphost.dev/service-account-name';
 export const SERVICE_ACCOUNT_SECRET_TYPE = 'apphost.dev/service-account-token';
 export const SERVICE_ACCOUNT_SECRET_PREFIX = 'apphost-sa-';
-export const RUN_TOKEN_KEYS_SECRET = 'apphost-run-token-keys';
-export const RUN_TOKEN_KEYS_SECRET_KEY = 'run-token-keys.json';
+export { RUN_TOKEN_KEYS_SECRET, RUN_TOKEN_KEYS_SECRET_KEY };
+
 const ANNOTATION = {
   expiresAt: 'apphost.dev/expires-at',
   createdAt: 'apphost.dev/created-at',

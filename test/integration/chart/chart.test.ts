@@ -9,7 +9,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { watchKeySetSecret } from '../../../src/gateway/run-token-keys.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
+import {
+  generateSigningKey,
+  type KeySet,
+  RUN_TOKEN_KEYS_SECRET,
+  RUN_TOKEN_KEYS_SECRET_KEY,
+  rotate,
+} from '../../../src/shared/run-tokens.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { waitFor } from '../../harness/process.ts';
 import { CHART, REPO, run } from './helpers.ts';
 
 const kubeconfig = () => inject('kubeconfigPath');
@@ -240,6 +250,11 @@ describe('charts/apphost', () => {
       ['gateway', 'watch', 'endpointslices.discovery.k8s.io', undefined, true],
       ['gateway', 'create', 'domainassignments.apphost.dev', undefined, false],
       ['gateway', 'list', 'secrets', undefined, false],
+      ['gateway', 'watch', 'secrets/apphost-run-token-keys', 'OWN', true],
+      ['gateway', 'list', 'secrets/apphost-run-token-keys', 'OWN', true],
+      ['gateway', 'get', 'secrets/apphost-run-token-keys', 'OWN', true],
+      ['gateway', 'get', `secrets/${fullname}-platform-key`, 'OWN', false],
+      ['gateway', 'list', 'secrets', 'OWN', false],
       ['management', 'delete', 'domainassignments.apphost.dev', undefined, true],
       ['management', 'create', 'secrets', undefined, true],
       ['management', 'update', 'secrets', undefined, true],
@@ -259,6 +274,43 @@ describe('charts/apphost', () => {
       ['webhooks', 'list', 'apps.apphost.dev', undefined, false],
     ])('%s may %s %s (in %s): %s', async (piece, verb, resource, ns, want) => {
       expect(await can(piece, verb, resource, ns === 'OWN' ? namespace : ns)).toBe(want);
+    });
+
+    it("the gateway's identity watches the run-token key Secret: created after it starts, rotated", async () => {
+      // As the gateway's ServiceAccount: only its RBAC applies (a list or watch of all Secrets is refused).
+      const asGateway = testKubeConfig();
+      const user = asGateway.getCurrentUser();
+      if (!user) throw new Error('no user in the test kubeconfig');
+      asGateway.users = [
+        { ...user, impersonateUser: `system:serviceaccount:${namespace}:${fullname}-gateway` },
+      ];
+      const source = watchKeySetSecret({ kc: asGateway, namespace, log: silentLogger() });
+      const secret = (set: KeySet) => ({
+        metadata: { name: RUN_TOKEN_KEYS_SECRET, namespace },
+        data: { [RUN_TOKEN_KEYS_SECRET_KEY]: Buffer.from(JSON.stringify(set)).toString('base64') },
+      });
+      try {
+        const first = { keys: [await generateSigningKey()] };
+        await core.createNamespacedSecret({ namespace, body: secret(first) });
+        await waitFor(
+          'the key set',
+          async () => source.current()?.keys[0]?.kid === first.keys[0]?.kid,
+          30_000,
+        );
+        const rotated = rotate(first, await generateSigningKey());
+        await core.replaceNamespacedSecret({ namespace, name: RUN_TOKEN_KEYS_SECRET, body: secret(rotated) });
+        await waitFor(
+          'the rotated key set',
+          async () =>
+            source
+              .current()
+              ?.keys.map((k) => k.kid)
+              .join() === rotated.keys.map((k) => k.kid).join(),
+          30_000,
+        );
+      } finally {
+        await source.stop();
+      }
     });
 
     it('keeps the platform key Secret on uninstall', async () => {
