@@ -3,7 +3,8 @@
  * fresh profile per launch. Screenshots go to test/e2e/.out/screenshots, or to docs/img when
  * APPHOST_UPDATE_SCREENSHOTS=1 (the committed ones the docs show).
  */
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
@@ -13,6 +14,9 @@ export const CHROMIUM = process.env.APPHOST_CHROMIUM || '/usr/bin/chromium';
 /** Bound on Chromium starting (a busy 2-core machine). */
 export const BROWSER_LAUNCH_TIMEOUT_MS = 60_000;
 export const WIDTHS = [1280, 390] as const;
+/** axe-core's rules the pages must pass: WCAG 2.0/2.1 A and AA (contrast, names, landmarks, …). */
+const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 const FLAGS = [
   '--no-sandbox',
@@ -75,7 +79,7 @@ export const SCREENSHOT_DIR =
 
 /**
  * The page as it is now, at every width (then back to the first): a screenshot of each, and what
- * `checkPage` finds wrong at each width, prefixed with it.
+ * `checkPage` finds wrong at each width and in the dark colour scheme, prefixed with which.
  */
 export async function screenshot(page: Page, name: string): Promise<string[]> {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -86,16 +90,25 @@ export async function screenshot(page: Page, name: string): Promise<string[]> {
     await page.screenshot({ path: join(SCREENSHOT_DIR, `dashboard-${name}-${width}.png`), fullPage: true });
   }
   await page.setViewportSize({ width: WIDTHS[0], height: 800 });
+  // The dark colour scheme (the stylesheet follows prefers-color-scheme) must pass the same checks.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  problems.push(...(await checkPage(page)).map((p) => `dark: ${p}`));
+  await page.emulateMedia({ colorScheme: 'light' });
   return problems;
 }
 
 /**
  * Accessibility basics a page must keep: every visible control has a label, one h1, nothing scrolls
- * sideways (naming the first element that sticks out).
+ * sideways (naming the first element that sticks out), and no axe-core violation of AXE_TAGS.
  */
 export async function checkPage(page: Page): Promise<string[]> {
+  // Evaluated by the debugger protocol, so the page's CSP (no eval, scripts from 'self') allows it.
+  if (!(await page.evaluate('typeof window.axe !== "undefined"'))) await page.evaluate(AXE_SOURCE);
+  const axe =
+    (await page.evaluate(`axe.run(document, { runOnly: { type: 'tag', values: ${JSON.stringify(AXE_TAGS)} } })
+    .then((r) => r.violations.map((v) => 'axe ' + v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')))`)) as string[];
   // A string: the test tsconfig has no DOM types.
-  return page.evaluate(`(() => {
+  const basics = (await page.evaluate(`(() => {
     const out = [];
     for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea'))
       if (!el.labels || el.labels.length === 0) out.push('unlabelled ' + el.tagName.toLowerCase() + '#' + el.id);
@@ -106,5 +119,6 @@ export async function checkPage(page: Page): Promise<string[]> {
       out.push('page is wider (' + document.documentElement.scrollWidth + ') than the window (' + window.innerWidth + '): ' + what);
     }
     return out;
-  })()`);
+  })()`)) as string[];
+  return [...basics, ...axe];
 }
