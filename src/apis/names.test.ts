@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { DNS_LABEL, HOSTNAME, HOSTNAME_MAX_LENGTH, HOSTNAME_PATTERN } from './names.ts';
+import {
+  APP_NAME,
+  DNS_LABEL,
+  HOSTNAME,
+  HOSTNAME_MAX_LENGTH,
+  HOSTNAME_PATTERN,
+  isDnsSubdomain,
+  isLabelValue,
+} from './names.ts';
 
 const CRDS = join(import.meta.dirname, '..', '..', 'crds');
 
@@ -47,5 +55,40 @@ describe('name rules', () => {
     ['-shop', false],
   ])('DNS label %s → %s', (l, ok) => {
     expect(DNS_LABEL.test(l)).toBe(ok);
+  });
+
+  it.each([
+    ['shop', true],
+    ['shop-2', true],
+    ['2shop', false], // a Service name must start with a letter
+    ['shop-', false],
+    ['Shop', false],
+  ])('app name %s → %s', (n, ok) => {
+    expect(APP_NAME.test(n)).toBe(ok);
+  });
+
+  it.each([
+    ['creds', true],
+    ['db.creds-1', true],
+    ['a'.repeat(253), true],
+    ['a'.repeat(254), false],
+    ['a..b', false],
+    ['a.-b', false],
+    ['.a', false],
+    ['Creds', false],
+  ])('Kubernetes object name (DNS subdomain) %s → %s', (n, ok) => {
+    expect(isDnsSubdomain(n)).toBe(ok);
+  });
+
+  it.each([
+    ['shop', true],
+    ['Shop_1.x', true],
+    ['', true],
+    ['a'.repeat(64), false],
+    ['-shop', false],
+    ['a,b', false], // would change a label selector
+    ['a=b', false],
+  ])('label value %s → %s', (v, ok) => {
+    expect(isLabelValue(v)).toBe(ok);
   });
 });

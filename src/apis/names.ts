@@ -18,6 +18,22 @@ export const HOSTNAME_PATTERN =
 export const HOSTNAME = new RegExp(HOSTNAME_PATTERN);
 export const HOSTNAME_MAX_LENGTH = 253;
 
+/**
+ * RFC 1035 label: an app name, which is also its Service's name, and a Service name must start with a
+ * letter (at most 63 characters, checked where it is used).
+ */
+export const APP_NAME = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+
+/** RFC 1123 subdomain: the name of most Kubernetes objects (a Secret, a namespace's objects). */
+export const DNS_SUBDOMAIN_MAX_LENGTH = 253;
+export const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+export const isDnsSubdomain = (name: string): boolean =>
+  name.length <= DNS_SUBDOMAIN_MAX_LENGTH && DNS_SUBDOMAIN.test(name);
+
+/** A Kubernetes label value (what may go into a label selector), e.g. a namespace's project label. */
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+export const isLabelValue = (value: string): boolean => value.length <= 63 && LABEL_VALUE.test(value);
+
 export const dnsLabel = (message = 'must be a DNS label (lowercase letters, digits, -)') =>
   z.string().max(63).regex(DNS_LABEL, message);
 

@@ -5,13 +5,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { isDnsSubdomain } from '../apis/names.ts';
 import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
 
 export const PLATFORM_KEY_SECRET_KEY = 'platform-key';
 export const DEFAULT_PLATFORM_KEY_SECRET = 'apphost-platform-key';
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** 36 random bytes → 48 URL-safe characters. */
 export function newPlatformKey(): string {
@@ -60,7 +59,7 @@ export async function runEnsurePlatformKeyCommand(
   const namespace = values.namespace ?? env.POD_NAMESPACE;
   if (!namespace) throw new UsageError('--namespace is required (or POD_NAMESPACE)');
   const name = values.secret ?? DEFAULT_PLATFORM_KEY_SECRET;
-  if (!DNS_SUBDOMAIN.test(name) || !DNS_SUBDOMAIN.test(namespace))
+  if (!isDnsSubdomain(name) || !isDnsSubdomain(namespace))
     throw new UsageError('--secret and --namespace must be DNS names');
 
   const kc = loadKubeConfig(values.kubeconfig ?? env.KUBECONFIG);

@@ -6,6 +6,7 @@
  */
 import { parse, TomlError } from 'smol-toml';
 import { z } from 'zod';
+import { APP_NAME, DNS_SUBDOMAIN } from '../names.ts';
 import { ScalingSchema } from './scaling.ts';
 import { MAX_RESPONSE_GRACE_PERIOD_SECONDS, type ScalingSpec } from './types.ts';
 
@@ -20,9 +21,7 @@ export const DEFAULT_INCLUDE = ['**'] as const;
 export const DEFAULT_EXCLUDE = ['.*', '__pycache__', '*.pyc'] as const;
 export const DEFAULT_REQUIREMENTS_FILE = 'requirements.txt';
 
-const APP_NAME = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const K8S_NAME = /^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/;
 const CPU = /^([0-9]+(\.[0-9]+)?m?)$/;
 const MEMORY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$/;
 /** A pip distribution name (PEP 508) and a version specifier (PEP 440), kept loose: pip has the last word. */
@@ -198,7 +197,7 @@ export const CustomRuntimeConfig = z.strictObject({
 
 export const SecretRef = z.strictObject({
   secret: text(
-    K8S_NAME,
+    DNS_SUBDOMAIN,
     'must be the name of a Secret in the project (lowercase letters, digits, - and .)',
     253,
   ),
@@ -257,7 +256,7 @@ export const AppSection = z.strictObject({
       description: `Glob patterns left out of the bundle; a pattern without / matches a name at any depth (default ${JSON.stringify(DEFAULT_EXCLUDE)}).`,
     }),
   env_from_secrets: z
-    .array(text(K8S_NAME, 'must be the name of a Secret in the project', 253), {
+    .array(text(DNS_SUBDOMAIN, 'must be the name of a Secret in the project', 253), {
       error: 'must be a list of Secret names',
     })
     .max(32, { error: 'at most 32 Secrets' })

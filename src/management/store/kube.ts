@@ -5,6 +5,7 @@
  * Read-modify-write goes through `replace` with the read resourceVersion, retried on 409.
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { isLabelValue } from '../../apis/names.ts';
 import {
   API_VERSION,
   APP_PLURAL,
@@ -46,7 +47,6 @@ const HASH_KEY = 'token-sha256';
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'apphost-management' };
 /** Attempts of a read-modify-write before a persistent 409 is reported as a conflict. */
 const WRITE_ATTEMPTS = 4;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 export interface KubeStoreOptions {
   /** Namespace of the run-token keys Secret (the platform's own namespace). */
@@ -70,7 +70,7 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
   const namespaces = new Map<string, { namespace: string | undefined; at: number }>();
 
   async function namespaceOf(projectId: string): Promise<string | undefined> {
-    if (projectId === '' || projectId.length > 63 || !LABEL_VALUE.test(projectId)) return undefined;
+    if (projectId === '' || !isLabelValue(projectId)) return undefined;
     const t = now().getTime();
     const hit = namespaces.get(projectId);
     if (hit && t - hit.at < cacheMs) return hit.namespace;

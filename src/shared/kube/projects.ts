@@ -3,9 +3,8 @@
  * deleted. Lookups are reused for `cacheMs`, so a new or deleted project is seen within that bound.
  */
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { isLabelValue } from '../../apis/names.ts';
 import { PROJECT_LABEL } from '../../apis/v1alpha1/types.ts';
-
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 export interface ProjectNamespaces {
   namespaceOf(projectId: string): Promise<string | undefined>;
@@ -20,7 +19,7 @@ export function createProjectNamespaces(
   const cache = new Map<string, { namespace: string | undefined; at: number }>();
   return {
     async namespaceOf(projectId) {
-      if (projectId === '' || projectId.length > 63 || !LABEL_VALUE.test(projectId)) return undefined;
+      if (projectId === '' || !isLabelValue(projectId)) return undefined;
       const t = now();
       const hit = cache.get(projectId);
       if (hit && t - hit.at < opts.cacheMs) return hit.namespace;
