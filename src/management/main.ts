@@ -173,11 +173,15 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     store,
     runs,
     deliveries,
-    logs: createKubeLogSource(kc, {
-      ...DEFAULT_KUBE_LOG_SETTINGS,
-      limitBytesPerPod: cfg.APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD,
-      readTimeoutMs: backendMs,
-    }),
+    logs: createKubeLogSource(
+      kc,
+      {
+        ...DEFAULT_KUBE_LOG_SETTINGS,
+        limitBytesPerPod: cfg.APPHOST_MANAGEMENT_LOGS_LIMIT_BYTES_PER_POD,
+        readTimeoutMs: backendMs,
+      },
+      projects,
+    ),
     log,
     registry,
     settings: {

@@ -6,8 +6,9 @@
  */
 import { Writable } from 'node:stream';
 import { CoreV1Api, type KubeConfig, Log, type LogOptions } from '@kubernetes/client-node';
-import { APP_CONTAINER_NAME, APP_LABEL, PROJECT_LABEL } from '../../apis/v1alpha1/types.ts';
+import { APP_CONTAINER_NAME, APP_LABEL } from '../../apis/v1alpha1/types.ts';
 import { kubeErrorToApiError, kubeStatusOf } from '../../shared/kube/errors.ts';
+import { createProjectNamespaces, type ProjectNamespaces } from '../../shared/kube/projects.ts';
 import { mergeByTime, parseKubeletLine } from './parse.ts';
 import type { LogLine, LogQuery, LogSource } from './types.ts';
 
@@ -67,6 +68,8 @@ export function unavailable(pod: string, err: unknown): LogLine {
 export function createKubeLogSource(
   kc: KubeConfig,
   settings: KubeLogSettings = DEFAULT_KUBE_LOG_SETTINGS,
+  /** Which namespace holds a project (the management API's shared, cached lookup). */
+  projects: ProjectNamespaces = createProjectNamespaces(kc, { cacheMs: 0 }),
 ): LogSource {
   const core = kc.makeApiClient(CoreV1Api);
   const logs = new Log(kc);
@@ -74,8 +77,7 @@ export function createKubeLogSource(
   // A failed lookup is answered like every other Kubernetes failure of the API (shared/kube/errors.ts).
   async function namespaceOf(projectId: string): Promise<string | undefined> {
     try {
-      const list = await core.listNamespace({ labelSelector: `${PROJECT_LABEL}=${projectId}` });
-      return list.items[0]?.metadata?.name;
+      return await projects.namespaceOf(projectId);
     } catch (err) {
       throw kubeErrorToApiError(err, `project ${projectId}`);
     }

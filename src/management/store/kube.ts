@@ -5,7 +5,6 @@
  * Read-modify-write goes through `replace` with the read resourceVersion, retried on 409.
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
-import { isLabelValue } from '../../apis/names.ts';
 import {
   API_VERSION,
   APP_PLURAL,
@@ -13,7 +12,6 @@ import {
   DOMAIN_ASSIGNMENT_PLURAL,
   type DomainAssignment,
   GROUP,
-  PROJECT_LABEL,
   VERSION,
 } from '../../apis/v1alpha1/types.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
@@ -23,6 +21,7 @@ import {
   isNotFound as isKubeNotFound,
   kubeErrorToApiError as mapKubeError,
 } from '../../shared/kube/errors.ts';
+import { createProjectNamespaces } from '../../shared/kube/projects.ts';
 import {
   generateSigningKey,
   type KeySet,
@@ -66,20 +65,13 @@ export function createKubeStore(kc: KubeConfig, opts: KubeStoreOptions): Managem
   const custom = kc.makeApiClient(CustomObjectsApi);
   const now = opts.now ?? (() => new Date());
 
-  const cacheMs = opts.namespaceCacheMs ?? DEFAULT_NAMESPACE_CACHE_MS;
-  const namespaces = new Map<string, { namespace: string | undefined; at: number }>();
-
+  const projects = createProjectNamespaces(kc, {
+    cacheMs: opts.namespaceCacheMs ?? DEFAULT_NAMESPACE_CACHE_MS,
+    now: () => now().getTime(),
+  });
   async function namespaceOf(projectId: string): Promise<string | undefined> {
-    if (projectId === '' || !isLabelValue(projectId)) return undefined;
-    const t = now().getTime();
-    const hit = namespaces.get(projectId);
-    if (hit && t - hit.at < cacheMs) return hit.namespace;
     try {
-      const list = await core.listNamespace({ labelSelector: `${PROJECT_LABEL}=${projectId}` });
-      const ns = list.items.find((n) => n.status?.phase !== 'Terminating' && !n.metadata?.deletionTimestamp);
-      if (namespaces.size > 10_000) namespaces.clear();
-      namespaces.set(projectId, { namespace: ns?.metadata?.name, at: t });
-      return ns?.metadata?.name;
+      return await projects.namespaceOf(projectId);
     } catch (err) {
       throw mapKubeError(err, `project ${projectId}`);
     }
