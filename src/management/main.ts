@@ -143,7 +143,8 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const dashboard = {
     ...DEFAULT_DASHBOARD_SETTINGS,
     sessionMaxSeconds: cfg.APPHOST_DASHBOARD_SESSION_SECONDS,
-    apiUrl: cfg.APPHOST_DASHBOARD_API_URL?.replace(/\/+$/, ''),
+    // The chart gives the public API URL (ingress.api.host) as APPHOST_DEPLOY_API_URL.
+    apiUrl: (cfg.APPHOST_DASHBOARD_API_URL ?? cfg.APPHOST_DEPLOY_API_URL)?.replace(/\/+$/, ''),
   };
   const sessions = withDeadline(
     createKvSessionStore(await openSessionsBucket(jsm, dashboard.sessionMaxSeconds * 1000, replicas)),

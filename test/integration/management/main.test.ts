@@ -16,6 +16,7 @@ import { applyProjectCrds } from '../../harness/crds.ts';
 import { testKubeConfig } from '../../harness/kube.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
+import { Browser } from '../dashboard/server.ts';
 import { createNamespace, createProjectNamespace, deleteNamespaces, uniqueId } from './fixtures.ts';
 import { call } from './server.ts';
 
@@ -94,6 +95,8 @@ describe.skipIf(!haveKube)('apphost create-service-account + apphost management 
         APPHOST_MANAGEMENT_PORT: String(port),
         APPHOST_MANAGEMENT_HOST: '127.0.0.1',
         APPHOST_OPS_PORT: String(opsPort),
+        // What the chart sets from ingress.api.host.
+        APPHOST_DEPLOY_API_URL: 'https://api.example.test/',
       },
     });
     await waitFor('management /readyz', async () => (await fetch(`${opsBase}/readyz`)).ok, 60_000, 200);
@@ -102,6 +105,13 @@ describe.skipIf(!haveKube)('apphost create-service-account + apphost management 
     const domains = await call(base, 'GET', `/v2/projects/${project}/domains`, { token: out.token });
     expect(domains.status, domains.text).toBe(200);
     expect(domains.body).toEqual({ domains: [] });
+
+    // The dashboard is served, and its curl lines name the public API URL the chart gives.
+    const browser = new Browser(base);
+    expect((await browser.signIn(out.token)).status).toBe(303);
+    const runsPage = await browser.get('/dashboard/runs');
+    expect(runsPage.status).toBe(200);
+    expect(runsPage.text).toContain(`https://api.example.test/v4/${project}/`);
 
     const issued = await call(base, 'POST', `/v2/projects/${project}/run-tokens`, {
       token: out.token,
