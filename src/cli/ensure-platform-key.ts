@@ -8,6 +8,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { isDnsSubdomain } from '../apis/names.ts';
 import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
+import { isConflict } from '../shared/kube/errors.ts';
 
 export const PLATFORM_KEY_SECRET_KEY = 'platform-key';
 export const DEFAULT_PLATFORM_KEY_SECRET = 'apphost-platform-key';
@@ -79,7 +80,7 @@ export async function runEnsurePlatformKeyCommand(
     });
     io.out(`created Secret ${namespace}/${name}`);
   } catch (err) {
-    if ((err as { code?: unknown }).code !== 409) {
+    if (!isConflict(err)) {
       io.err(
         `apphost ensure-platform-key: cannot create Secret ${namespace}/${name}: ${(err as Error).message}`,
       );
