@@ -85,6 +85,9 @@ export async function serveGateway(opts: {
     url: env.NATS_URL,
     name: 'apphost-gateway',
     timeoutMs: NATS_CONNECT_TIMEOUT_MS,
+    // Right after an install the NATS servers may not listen yet: wait (not ready) instead of exiting.
+    waitOnFirstConnect: true,
+    firstConnectBoundMs: NATS_SETUP_TIMEOUT_MS,
     log: log.child({ component: 'nats' }),
   });
   const { nc } = nats;

@@ -113,6 +113,9 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     url: cfg.NATS_URL,
     name: 'apphost-management',
     timeoutMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS,
+    // Right after an install the NATS servers may not listen yet: wait instead of exiting.
+    waitOnFirstConnect: true,
+    firstConnectBoundMs: cfg.APPHOST_MANAGEMENT_NATS_CONNECT_TIMEOUT_MS * 6,
     log: log.child({ component: 'nats' }),
   });
   const { nc } = nats;

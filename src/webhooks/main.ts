@@ -25,6 +25,9 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     url: e.NATS_URL,
     name: 'apphost-webhooks',
     timeoutMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
+    // Right after an install the NATS servers may not listen yet: wait instead of exiting.
+    waitOnFirstConnect: true,
+    firstConnectBoundMs: e.APPHOST_WEBHOOK_STARTUP_TIMEOUT_MS,
     log: log.child({ component: 'nats' }),
   });
   const { nc } = nats;

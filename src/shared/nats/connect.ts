@@ -26,15 +26,26 @@ export async function connectNats(opts: {
    * for a process that works without NATS meanwhile (the operator reconciles, only its autoscaler waits).
    */
   waitOnFirstConnect?: boolean;
+  /**
+   * With `waitOnFirstConnect`: give up after this long in all (the process exits and its supervisor
+   * starts it again). For a piece that can do nothing without NATS but should not crash-loop while the
+   * servers are still starting, e.g. right after `helm install`. Unset: keep trying.
+   */
+  firstConnectBoundMs?: number;
   log: Logger;
 }): Promise<NatsHandle> {
-  const nc = await connect({
+  const pending = connect({
     ...natsClientOptions(opts.url),
     name: opts.name,
     maxReconnectAttempts: -1,
     timeout: opts.timeoutMs,
     ...(opts.waitOnFirstConnect ? { waitOnFirstConnect: true } : {}),
   });
+  const nc = await withinBound(
+    pending,
+    opts.waitOnFirstConnect ? opts.firstConnectBoundMs : undefined,
+    opts.url,
+  );
   let up = true;
   void (async () => {
     for await (const s of nc.status()) {
@@ -51,4 +62,25 @@ export async function connectNats(opts: {
   })();
   const connected = () => up && !nc.isClosed();
   return { nc, connected, readiness: { name: 'nats', check: connected } };
+}
+
+/** `pending`, or an error once `boundMs` has passed (a connection made later is closed). */
+async function withinBound(
+  pending: Promise<NatsConnection>,
+  boundMs: number | undefined,
+  url: string,
+): Promise<NatsConnection> {
+  if (boundMs === undefined) return pending;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      pending.then((nc) => nc.close()).catch(() => undefined);
+      reject(new Error(`NATS (${url}) not reachable within ${boundMs} ms`));
+    }, boundMs);
+  });
+  try {
+    return await Promise.race([pending, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
