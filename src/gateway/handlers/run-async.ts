@@ -26,7 +26,8 @@ export interface RunAsyncDeps {
 }
 
 export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunAsyncDeps): Promise<void> {
-  const { requestId, log } = ctx.state;
+  // ctx.state.log is read only where it logs: the request's logger is built on first use.
+  const { requestId } = ctx.state;
   ctx.state.mode = 'async';
   const acceptedAt = deps.now().toISOString();
   const job: RunJob = {
@@ -66,7 +67,7 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
     await (await deps.store()).createQueued(record);
   } catch (err) {
     // The run is durably queued; the worker writes the record when it picks the run up.
-    log.warn({ err }, 'could not write the queued run record');
+    ctx.state.log.warn({ err }, 'could not write the queued run record');
   }
   ctx.status = 202;
   ctx.type = 'application/json';

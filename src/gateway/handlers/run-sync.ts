@@ -32,7 +32,8 @@ export interface RunSyncDeps {
 }
 
 export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSyncDeps): Promise<void> {
-  const { requestId, log } = ctx.state;
+  // ctx.state.log is read only where it logs: the request's logger is built on first use.
+  const { requestId } = ctx.state;
   const abort = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) abort.abort(new Error('client went away'));
@@ -59,7 +60,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
         runStatus,
         completedAt: deps.now(),
       }),
-      log,
+      ctx.state.log,
     );
   };
 
@@ -136,7 +137,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
         },
         flush(cb) {
           if (size > limit) {
-            log.warn({ size, limit }, 'response too large to forward to the webhook');
+            ctx.state.log.warn({ size, limit }, 'response too large to forward to the webhook');
             cb();
             return;
           }
