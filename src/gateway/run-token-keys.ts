@@ -5,7 +5,6 @@
  * minute). In `apphost dev` and tests: a JSON file, re-read on an interval. Either way the gateway starts
  * without a key set and is not ready until it has one; a later unreadable version keeps the previous set.
  */
-import { readFileSync } from 'node:fs';
 import { CoreV1Api, type KubeConfig, ListWatch, type V1Secret, Watch } from '@kubernetes/client-node';
 import { restartOnError } from '../shared/kube/informer-restart.ts';
 import type { Logger } from '../shared/log.ts';
@@ -16,43 +15,9 @@ import {
   RUN_TOKEN_KEYS_SECRET_KEY,
 } from '../shared/run-tokens.ts';
 
-export interface KeySetSource {
-  /** The key set, once there is one. */
-  current(): KeySet | undefined;
-  stop(): Promise<void>;
-}
+import type { KeySetSource } from './run-token-key-file.ts';
 
-/** How often a gateway without its key set looks at the file again. */
-export const RUN_TOKEN_KEYS_WAIT_POLL_MS = 1_000;
-
-/** Reads `path` now, every second until it holds a key set, then every `reloadMs`. */
-export function watchKeySetFile(opts: { path: string; reloadMs: number; log: Logger }): KeySetSource {
-  const { path, log } = opts;
-  let keys: KeySet | undefined;
-  const load = (quiet: boolean) => {
-    try {
-      keys = parseKeySet(readFileSync(path, 'utf8'), path);
-    } catch (err) {
-      if (keys) log.warn({ err }, 'could not reload the run-token key set; keeping the previous one');
-      else if (!quiet) log.info({ file: path }, 'waiting for the run-token key set');
-    }
-  };
-  load(false);
-  const reload = setInterval(() => load(true), opts.reloadMs);
-  reload.unref();
-  const first = setInterval(() => {
-    if (!keys) load(true);
-    if (keys) clearInterval(first);
-  }, RUN_TOKEN_KEYS_WAIT_POLL_MS);
-  first.unref();
-  return {
-    current: () => keys,
-    async stop() {
-      clearInterval(reload);
-      clearInterval(first);
-    },
-  };
-}
+export { type KeySetSource, RUN_TOKEN_KEYS_WAIT_POLL_MS, watchKeySetFile } from './run-token-key-file.ts';
 
 /**
  * Watches the Secret `apphost-run-token-keys` in `namespace` (a list+watch narrowed to its name, which

@@ -31,7 +31,7 @@ import {
   runWorkerSettings,
 } from './config.ts';
 import { createGateway, type Gateway } from './gateway.ts';
-import { type KeySetSource, watchKeySetFile } from './run-token-keys.ts';
+import { type KeySetSource, watchKeySetFile } from './run-token-key-file.ts';
 import { cachedRunTokenVerifier } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
