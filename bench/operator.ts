@@ -11,7 +11,6 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
 import type { App } from '../src/apis/v1alpha1/types.ts';
@@ -19,6 +18,7 @@ import { MANAGED_SELECTOR } from '../src/operator/app/resources/labels.ts';
 import { createOperator } from '../src/operator/operator.ts';
 import { defaultOperatorSettings } from '../src/operator/settings.ts';
 import { createKubeClient, type KubeClient } from '../src/shared/kube/client.ts';
+import { kubeConfigFromString } from '../src/shared/kube/config.ts';
 import { type KubeObject, Resources } from '../src/shared/kube/objects.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { binaryPath } from '../test/harness/binaries.ts';
@@ -188,8 +188,9 @@ export async function operatorConvergence(ctx: BenchContext): Promise<void> {
   }
   try {
     await applyCrds(cp);
-    const kc = new KubeConfig();
-    kc.loadFromString(cp.kubeconfigYaml);
+    // As the operator's main.ts gets it (loadKubeConfig): kept-alive connections, where a bare
+    // KubeConfig gets a new TLS connection per request from client-node 2.0.x (shared/kube/connection.ts).
+    const kc = kubeConfigFromString(cp.kubeconfigYaml);
     const client = createKubeClient(kc, {
       fieldManager: 'apphost-bench',
       requestTimeoutMs: 60_000,
