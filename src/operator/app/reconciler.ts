@@ -115,12 +115,12 @@ export function createAppReconciler(
     try {
       // The caches hold only objects labelled as ours; one missing there may still exist unlabelled
       // (someone else's), so look before creating: a read, never a write, and only on that path.
+      // Both looks at once: a new App's reconcile starts with two of them.
       const ref = { namespace, name };
-      const liveDeployment =
-        deps.deployments.get(namespace, name) ??
-        (await deps.client.get<Deployment>(Resources.Deployment, ref));
-      const liveService =
-        deps.services.get(namespace, name) ?? (await deps.client.get<Service>(Resources.Service, ref));
+      const [liveDeployment, liveService] = await Promise.all([
+        deps.deployments.get(namespace, name) ?? deps.client.get<Deployment>(Resources.Deployment, ref),
+        deps.services.get(namespace, name) ?? deps.client.get<Service>(Resources.Service, ref),
+      ]);
       // Someone else's object of the same name: touch neither, say so.
       assertOurs(app, Resources.Deployment, liveDeployment);
       assertOurs(app, Resources.Service, liveService);
