@@ -6,17 +6,20 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { AppsV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../harness/process.ts';
+import { Browser } from '../integration/dashboard/server.ts';
 import {
   clusterKubeConfig,
   createProject,
   exposeToPods,
+  ingressDispatcher,
   ingressRequest,
   kubectl,
   PLATFORM_NAMESPACE,
 } from './fixture.ts';
-import { MANAGEMENT_HOST } from './platform.ts';
+import { API_HOST, MANAGEMENT_HOST } from './platform.ts';
 import { call, deployConfigMapApp, firstOk, management, runToken, serviceAccountToken } from './user.ts';
 
 /** Bound on a webhook delivery or a domain route change becoming visible. */
@@ -126,6 +129,25 @@ describe('apphost installed with helm on a real cluster', () => {
     }
     follow.body.destroy();
     expect(seen).toContain(nextId);
+  });
+
+  it("serves the dashboard through the ingress: sign in with a service-account token, the App listed with the chart's public URL", async () => {
+    const viaIngress = ((url: string, init?: RequestInit) =>
+      undiciFetch(url, {
+        ...(init as Parameters<typeof undiciFetch>[1]),
+        dispatcher: ingressDispatcher(),
+      })) as unknown as typeof fetch;
+    const browser = new Browser(`http://${MANAGEMENT_HOST}`, viaIngress);
+    const signIn = await browser.signIn(saToken);
+    expect(signIn.status, signIn.text).toBe(303);
+    expect(signIn.location).toBe('/dashboard/apps');
+    const apps = await browser.get('/dashboard/apps');
+    expect(apps.status).toBe(200);
+    expect(apps.text).toContain(`http://${API_HOST}/v4/${project}/hello`);
+    const page = await browser.get('/dashboard/apps/hello');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`http://${API_HOST}/v4/${project}/hello`);
+    expect(page.text).not.toContain('{api_url}');
   });
 
   it('streams server-sent events through the ingress as they are yielded', async () => {

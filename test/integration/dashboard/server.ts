@@ -89,8 +89,11 @@ export async function startDashboard(deps: {
 export class Browser {
   readonly cookies = new Map<string, string>();
   readonly base: string;
-  constructor(base: string) {
+  readonly #fetch: typeof fetch;
+  /** `fetchImpl`: how requests travel (e.g. through a cluster's ingress); the global fetch by default. */
+  constructor(base: string, fetchImpl: typeof fetch = fetch) {
     this.base = base;
+    this.#fetch = fetchImpl;
   }
 
   async request(
@@ -105,7 +108,7 @@ export class Browser {
       body = new URLSearchParams(opts.form).toString();
       headers['content-type'] ??= 'application/x-www-form-urlencoded';
     }
-    const res = await fetch(`${this.base}${path}`, { method, headers, body, redirect: 'manual' });
+    const res = await this.#fetch(`${this.base}${path}`, { method, headers, body, redirect: 'manual' });
     for (const c of res.headers.getSetCookie()) {
       const [pair = '', ...attrs] = c.split(';').map((s) => s.trim());
       const i = pair.indexOf('=');
