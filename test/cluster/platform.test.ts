@@ -138,6 +138,9 @@ describe('apphost installed with helm on a real cluster', () => {
         dispatcher: ingressDispatcher(),
       })) as unknown as typeof fetch;
     const browser = new Browser(`http://${MANAGEMENT_HOST}`, viaIngress);
+    // Said before signing in: what the ingress answered if it is not the sign-in page.
+    const form = await browser.get('/dashboard/sign-in');
+    expect(form.status, form.text.slice(0, 500)).toBe(200);
     const signIn = await browser.signIn(saToken);
     expect(signIn.status, signIn.text).toBe(303);
     expect(signIn.location).toBe('/dashboard/apps');

@@ -213,7 +213,24 @@ describe('scaling on the real cluster', () => {
   it('replicaConcurrency 1, maxReplicas 1: three concurrent 1 s calls never run two at once in the pod', async () => {
     await waitFor('single serves', async () => (await timed('single', 0)).status === 200, STEP_MS, 250);
     const results = await Promise.all([1, 2, 3].map(() => timed('single', 1)));
-    expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
+    const failed = results.filter((r) => r.status !== 200);
+    // A failure says which error each refused call got and what the gateways logged about it.
+    const why =
+      failed.length === 0
+        ? ''
+        : `${JSON.stringify(failed.map((r) => r.body))}\n${await kubectl(
+            '-n',
+            PLATFORM_NAMESPACE,
+            'logs',
+            '-l',
+            'app.kubernetes.io/component=gateway',
+            '--prefix',
+            '--tail=80',
+          ).catch((e) => String(e))}`;
+    expect(
+      results.map((r) => r.status),
+      why,
+    ).toEqual([200, 200, 200]);
     expect(maxOverlap(results.map((r) => r.body as Timed))).toBe(1);
   });
 
