@@ -8,7 +8,7 @@ import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import type { Sha256Digest } from '../apis/v1alpha1/types.ts';
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { type CommandSpec, type LineIo, parseOrHelp, STDIO, UsageError } from '../shared/cli/command.ts';
 import { extractArchive, isSha256Digest } from './archive.ts';
 import { openArtifactStoreForReading } from './artifact-store.ts';
 import { DEFAULT_DEPENDENCY_LIMITS } from './builder.ts';
@@ -57,16 +57,10 @@ async function emptyDir(dir: string): Promise<void> {
 export async function runFetchArtifactsCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  io: { out: (l: string) => void; err: (l: string) => void } = {
-    out: (l) => process.stdout.write(`${l}\n`),
-    err: (l) => process.stderr.write(`${l}\n`),
-  },
+  io: LineIo = STDIO,
 ): Promise<number> {
-  const parsed = parseCommand(FETCH_ARTIFACTS_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(FETCH_ARTIFACTS_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(FETCH_ARTIFACTS_SPEC, argv, io);
+  if (!parsed) return 0;
   const v = parsed.values as Record<string, string | undefined>;
   const wanted: Array<{ digest: Sha256Digest; dir: string; what: string }> = [];
   const digest = (flag: string) => {

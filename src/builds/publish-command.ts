@@ -5,7 +5,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { connect } from '@nats-io/transport-node';
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { type CommandSpec, type LineIo, parseOrHelp, STDIO, UsageError } from '../shared/cli/command.ts';
 import { ArchiveError, packEntries } from './archive.ts';
 import { openExistingArtifactStore } from './artifact-store.ts';
 import { DEFAULT_DEPENDENCY_LIMITS } from './builder.ts';
@@ -38,16 +38,10 @@ export const PUBLISH_DEPENDENCIES_SPEC: CommandSpec = {
 export async function runPublishDependenciesCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  io: { out: (l: string) => void; err: (l: string) => void } = {
-    out: (l) => process.stdout.write(`${l}\n`),
-    err: (l) => process.stderr.write(`${l}\n`),
-  },
+  io: LineIo = STDIO,
 ): Promise<number> {
-  const parsed = parseCommand(PUBLISH_DEPENDENCIES_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(PUBLISH_DEPENDENCIES_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(PUBLISH_DEPENDENCIES_SPEC, argv, io);
+  if (!parsed) return 0;
   const v = parsed.values as Record<string, string | undefined>;
   if (!v.dir || !v.key) throw new UsageError('--dir and --key are required');
   if (!/^[0-9a-f]{64}$/.test(v.key)) throw new UsageError('--key must be 64 lowercase hex digits');

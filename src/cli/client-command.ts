@@ -3,7 +3,7 @@
  * answers --help, resolves the connection lazily and hands the command a ready API client.
  */
 
-import { type CommandSpec, type FlagSpec, helpText, parseCommand } from '../shared/cli/command.ts';
+import { type CommandSpec, type FlagSpec, parseOrHelp } from '../shared/cli/command.ts';
 import { type ApiClient, createApiClient } from './api-client.ts';
 import type { CommandIo, Runner } from './commands.ts';
 import {
@@ -54,11 +54,8 @@ export function clientCommand(
   return {
     spec: full,
     run: async (argv, env, io) => {
-      const parsed = parseCommand(full, argv);
-      if (parsed.help) {
-        io.out(helpText(full));
-        return 0;
-      }
+      const parsed = parseOrHelp(full, argv, io);
+      if (!parsed) return 0;
       let client: ApiClient | undefined;
       const signal = io.signal ?? new AbortController().signal;
       const ctx: ClientContext = {

@@ -3,12 +3,10 @@
  * so a piece whose dependencies are missing (or not written yet) never breaks another command.
  */
 import { readFileSync } from 'node:fs';
-import { CliError, EXIT_USAGE, UsageError } from '../shared/cli/command.ts';
+import { CliError, EXIT_USAGE, type LineIo, UsageError } from '../shared/cli/command.ts';
 import { ConfigFileError } from '../shared/cli/config-file.ts';
 
-export interface CommandIo {
-  out: (line: string) => void;
-  err: (line: string) => void;
+export interface CommandIo extends LineIo {
   /** Fires on Ctrl-C for client commands (main.ts); a command stops what it streams and returns. */
   signal?: AbortSignal;
   /** Rewrites the current stderr line (a progress bar); only set when stderr is a terminal. */

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { isDnsSubdomain } from '../apis/names.ts';
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { type CommandSpec, type LineIo, parseOrHelp, STDIO, UsageError } from '../shared/cli/command.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
 import { isConflict } from '../shared/kube/errors.ts';
 
@@ -46,16 +46,10 @@ export const ENSURE_PLATFORM_KEY_SPEC: CommandSpec = {
 export async function runEnsurePlatformKeyCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  io: { out: (l: string) => void; err: (l: string) => void } = {
-    out: (l) => process.stdout.write(`${l}\n`),
-    err: (l) => process.stderr.write(`${l}\n`),
-  },
+  io: LineIo = STDIO,
 ): Promise<number> {
-  const parsed = parseCommand(ENSURE_PLATFORM_KEY_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(ENSURE_PLATFORM_KEY_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(ENSURE_PLATFORM_KEY_SPEC, argv, io);
+  if (!parsed) return 0;
   const values = parsed.values as { namespace?: string; secret?: string; kubeconfig?: string };
   const namespace = values.namespace ?? env.POD_NAMESPACE;
   if (!namespace) throw new UsageError('--namespace is required (or POD_NAMESPACE)');

@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { AppSection } from '../apis/v1alpha1/app-config.ts';
-import { CliError, type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { CliError, type CommandSpec, parseOrHelp, UsageError } from '../shared/cli/command.ts';
 import type { CommandIo } from './commands.ts';
 
 export const INIT_SPEC: CommandSpec = {
@@ -61,11 +61,8 @@ export async function runInitCommand(
   _env: NodeJS.ProcessEnv,
   io: CommandIo,
 ): Promise<number> {
-  const parsed = parseCommand(INIT_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(INIT_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(INIT_SPEC, argv, io);
+  if (!parsed) return 0;
   const name = parsed.args.NAME ?? '';
   const check = AppSection.shape.name.safeParse(name);
   if (!check.success)

@@ -3,7 +3,7 @@
  *   apphost create-service-account --project P --name N --expires 2027-01-01 [--kubeconfig FILE]
  *   apphost rotate-run-token-keys [--namespace apphost-system] [--kubeconfig FILE]
  */
-import { type CommandSpec, helpText, parseCommand, UsageError } from '../shared/cli/command.ts';
+import { type CommandSpec, type LineIo, parseOrHelp, STDIO, UsageError } from '../shared/cli/command.ts';
 import { ApiError } from '../shared/errors.ts';
 import { loadKubeConfig } from '../shared/kube/config.ts';
 import { DEFAULT_SETTINGS } from './context.ts';
@@ -22,10 +22,6 @@ function maxServiceAccountDays(env: NodeJS.ProcessEnv): number {
     throw new UsageError('APPHOST_MANAGEMENT_MAX_SERVICE_ACCOUNT_DAYS must be a whole number of days ≥ 1');
   return days;
 }
-
-type Out = (line: string) => void;
-const stdout: Out = (line) => process.stdout.write(`${line}\n`);
-const stderr: Out = (line) => process.stderr.write(`${line}\n`);
 
 function check<T>(
   schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
@@ -89,13 +85,10 @@ const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : un
 export async function runCreateServiceAccountCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  io: { out: Out; err: Out } = { out: stdout, err: stderr },
+  io: LineIo = STDIO,
 ): Promise<number> {
-  const parsed = parseCommand(CREATE_SERVICE_ACCOUNT_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(CREATE_SERVICE_ACCOUNT_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(CREATE_SERVICE_ACCOUNT_SPEC, argv, io);
+  if (!parsed) return 0;
   const { values } = parsed;
   const project = check(projectIdSchema, values.project, 'project', 'required, a project id (DNS label)');
   const name = check(
@@ -134,13 +127,10 @@ export async function runCreateServiceAccountCommand(
 export async function runRotateRunTokenKeysCommand(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  io: { out: Out; err: Out } = { out: stdout, err: stderr },
+  io: LineIo = STDIO,
 ): Promise<number> {
-  const parsed = parseCommand(ROTATE_RUN_TOKEN_KEYS_SPEC, argv);
-  if (parsed.help) {
-    io.out(helpText(ROTATE_RUN_TOKEN_KEYS_SPEC));
-    return 0;
-  }
+  const parsed = parseOrHelp(ROTATE_RUN_TOKEN_KEYS_SPEC, argv, io);
+  if (!parsed) return 0;
   const { values } = parsed;
   const kc = loadKubeConfig(str(values.kubeconfig) ?? env.KUBECONFIG);
   const store = createKubeStore(kc, {

@@ -68,6 +68,30 @@ export interface Parsed {
   help: boolean;
 }
 
+/** Where a command writes its lines. */
+export interface LineIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/** The process's stdout and stderr, a line at a time. */
+export const STDIO: LineIo = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+/** `parseCommand`, except that `--help` prints the command's help and gives undefined (exit 0). */
+export function parseOrHelp(
+  spec: CommandSpec,
+  argv: readonly string[],
+  io: Pick<LineIo, 'out'>,
+): Parsed | undefined {
+  const parsed = parseCommand(spec, argv);
+  if (!parsed.help) return parsed;
+  io.out(helpText(spec));
+  return undefined;
+}
+
 /** Parses argv against the spec; `--help` always wins over missing arguments. */
 export function parseCommand(spec: CommandSpec, argv: readonly string[]): Parsed {
   const flags = { ...spec.flags, help: HELP_FLAG };
