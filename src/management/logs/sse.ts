@@ -4,8 +4,8 @@
  * it. Ends when the client goes away, after `maxMs`, when the client reads too slowly, or when `alive`
  * says the caller may no longer read (the dashboard's session ended).
  */
-import { PassThrough } from 'node:stream';
 import type { Context } from 'koa';
+import { openEventStream } from '../event-stream.ts';
 import type { LogLine } from './types.ts';
 
 export type FollowEndReason =
@@ -31,33 +31,14 @@ export interface SseFollowOptions {
   ended?: (reason: FollowEndReason, err?: Error) => void;
 }
 
-const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 /** Answers `ctx` with the event stream; returns at once (the follow runs until one of its ends). */
 export function respondWithLogFollow(ctx: Context, o: SseFollowOptions): void {
-  const abort = new AbortController();
-  const out = new PassThrough();
-  let reason: FollowEndReason = 'client_closed';
-  const end = (why: FollowEndReason) => {
-    if (abort.signal.aborted) return;
-    reason = why;
-    abort.abort();
-  };
-  ctx.res.once('close', () => end('client_closed'));
-  ctx.status = 200;
-  ctx.set('content-type', 'text/event-stream; charset=utf-8');
-  ctx.set('cache-control', 'no-cache');
-  ctx.set('x-accel-buffering', 'no');
-  ctx.body = out;
-  // A first comment sends the headers now, not with the first line (which may be long in coming).
-  out.write(': following\n\n');
-  const maxTimer = setTimeout(() => end('max_duration'), o.maxMs);
-  const heartbeat = setInterval(() => out.write(': keep-alive\n\n'), o.heartbeatMs);
+  const stream = openEventStream<FollowEndReason>(ctx, o);
   const alive = o.alive;
   const check = alive
     ? setInterval(() => {
         alive().then(
-          (ok) => ok || end('session_ended'),
+          (ok) => ok || stream.end('session_ended'),
           () => undefined, // a store hiccup is no proof the session ended: next check decides
         );
       }, o.aliveEveryMs ?? o.heartbeatMs)
@@ -65,23 +46,18 @@ export function respondWithLogFollow(ctx: Context, o: SseFollowOptions): void {
   void (async () => {
     let failure: Error | undefined;
     try {
-      for await (const line of o.follow(abort.signal)) {
-        if (abort.signal.aborted) break;
-        out.write(sse('log', o.present(line)));
-        if (out.writableLength > o.maxBufferedBytes) end('slow_client');
+      for await (const line of o.follow(stream.signal)) {
+        if (stream.signal.aborted) break;
+        if (stream.send('log', o.present(line))) stream.end('slow_client');
       }
-      if (!abort.signal.aborted) reason = 'source_ended';
+      if (!stream.signal.aborted) stream.reason = 'source_ended';
     } catch (err) {
       failure = err as Error;
-      reason = failure.name === 'FollowerTooSlowError' ? 'slow_client' : 'source_failed';
+      stream.reason = failure.name === 'FollowerTooSlowError' ? 'slow_client' : 'source_failed';
     } finally {
-      clearTimeout(maxTimer);
-      clearInterval(heartbeat);
       if (check) clearInterval(check);
-      if (reason !== 'client_closed') out.write(sse('end', { reason }));
-      out.end();
-      abort.abort();
-      o.ended?.(reason, failure);
+      stream.close();
+      o.ended?.(stream.reason, failure);
     }
   })();
 }

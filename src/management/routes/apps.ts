@@ -4,7 +4,6 @@
  * is not acceptable is a 400 `invalid_bundle` naming the problem, and nothing is stored or changed.
  */
 import { createHash } from 'node:crypto';
-import { PassThrough } from 'node:stream';
 import type { Router, RouterContext } from '@koa/router';
 import { z } from 'zod';
 import { appConfigJsonSchema } from '../../apis/v1alpha1/app-config.ts';
@@ -18,6 +17,7 @@ import { readBody } from '../../shared/http/body.ts';
 import type { HandlerDeps } from '../context.ts';
 import { param, projectScope } from '../context.ts';
 import type { DeployApi } from '../deploy-api.ts';
+import { openEventStream } from '../event-stream.ts';
 import { errorResponse, ok, operation, type Paths, TAG } from '../operation.ts';
 import { buildId, parseOrThrow, resourceName } from '../validation.ts';
 
@@ -225,9 +225,6 @@ function checkDigest(ctx: RouterContext, data: Buffer): void {
     );
 }
 
-const sse = (event: string, data: unknown, id?: number) =>
-  `${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 export function registerAppRoutes(router: Router, deps: HandlerDeps): void {
   const app = (ctx: RouterContext) => parseOrThrow(resourceName, param(ctx, 'app_name'), 'app_name');
   const build = (ctx: RouterContext) => parseOrThrow(buildId, param(ctx, 'build_id'), 'build_id');
@@ -330,53 +327,38 @@ export function registerAppRoutes(router: Router, deps: HandlerDeps): void {
     }
     // Follow: each line as `log`, then `end` with the build as it finished (or why the follow ended).
     const after = Number(ctx.get('last-event-id') || 0) || 0;
-    const abort = new AbortController();
-    const out = new PassThrough();
-    let reason = 'client_closed';
-    const end = (why: string) => {
-      if (abort.signal.aborted) return;
-      reason = why;
-      abort.abort();
-    };
-    ctx.res.once('close', () => end('client_closed'));
-    ctx.status = 200;
-    ctx.set('content-type', 'text/event-stream; charset=utf-8');
-    ctx.set('cache-control', 'no-cache');
-    ctx.set('x-accel-buffering', 'no');
-    ctx.body = out;
-    out.write(': following\n\n');
     const { settings } = deps;
-    const maxTimer = setTimeout(() => end('max_duration'), settings.buildLogFollowMaxMs);
-    const heartbeat = setInterval(() => out.write(': keep-alive\n\n'), settings.logsHeartbeatMs);
+    const stream = openEventStream<'build_finished' | 'slow_client' | 'source_failed'>(ctx, {
+      maxMs: settings.buildLogFollowMaxMs,
+      heartbeatMs: settings.logsHeartbeatMs,
+      maxBufferedBytes: settings.logsMaxBufferedBytes,
+    });
     const log = ctx.state.log as { info(o: object, m: string): void };
     void (async () => {
       try {
         // A finished build's log has its end marker: the follow ends by itself after the last line.
         for await (const line of d.logs.follow(projectId, name, id, {
           after,
-          signal: abort.signal,
+          signal: stream.signal,
         }) as AsyncIterable<BuildLogLine>) {
-          out.write(sse('log', line, line.seq));
-          if (out.writableLength > settings.logsMaxBufferedBytes) end('slow_client');
+          if (stream.send('log', line, line.seq)) stream.end('slow_client');
         }
-        if (!abort.signal.aborted) reason = 'build_finished';
+        if (!stream.signal.aborted) stream.reason = 'build_finished';
       } catch (err) {
-        reason = 'source_failed';
+        stream.reason = 'source_failed';
         log.info({ err: (err as Error).message }, 'build log follow ended');
       } finally {
-        clearTimeout(maxTimer);
-        clearInterval(heartbeat);
-        if (reason !== 'client_closed') {
-          const now = await d.builds.get(projectId, name, id).catch(() => undefined);
-          out.write(
-            sse('end', {
-              reason: reason === 'build_finished' && now && !isTerminalBuild(now) ? 'source_ended' : reason,
-              ...(now ? { build: presentBuild(now) } : {}),
-            }),
-          );
-        }
-        out.end();
-        abort.abort();
+        const now =
+          stream.reason === 'client_closed'
+            ? undefined
+            : await d.builds.get(projectId, name, id).catch(() => undefined);
+        stream.close({
+          // The log ended before the build did (e.g. its marker was lost): say so, not "finished".
+          ...(stream.reason === 'build_finished' && now && !isTerminalBuild(now)
+            ? { reason: 'source_ended' }
+            : {}),
+          ...(now ? { build: presentBuild(now) } : {}),
+        });
       }
     })();
   });
