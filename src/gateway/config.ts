@@ -25,12 +25,34 @@ export const balancerEnv = {
 };
 const BalancerEnv = z.object(balancerEnv);
 
+/** `APPHOST_GATEWAY_PROCESSES`: a count, or `auto` (one per CPU the process may use). */
+export type ProcessesSetting = 'auto' | number;
+export const MAX_GATEWAY_PROCESSES = 64;
+
+const processesSetting = () =>
+  z
+    .string()
+    .optional()
+    .transform((raw, ctx): ProcessesSetting => {
+      const v = raw?.trim() ?? '';
+      if (v === '') return 1;
+      if (v === 'auto') return 'auto';
+      const n = Number(v);
+      if (Number.isInteger(n) && n >= 1 && n <= MAX_GATEWAY_PROCESSES) return n;
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be "auto" or a whole number 1..${MAX_GATEWAY_PROCESSES}`,
+      });
+      return z.NEVER;
+    });
+
 export const GatewayEnv = z.object({
   ...commonEnv,
   NATS_URL: text('nats://127.0.0.1:4222'),
   KUBECONFIG: optionalText(),
   APPHOST_NATS_REPLICAS: natsReplicas(),
   APPHOST_GATEWAY_PORT: port(8080),
+  APPHOST_GATEWAY_PROCESSES: processesSetting(),
   APPHOST_GATEWAY_HOST: text('0.0.0.0'),
   APPHOST_PLATFORM_KEY: z
     .string({ error: 'is required (the platform key that seals webhook secrets)' })

@@ -1,19 +1,50 @@
-/** `apphost gateway`: the run endpoint and (unless APPHOST_RUN_WORKER=false) the async run worker. */
+/**
+ * `apphost gateway`: the run endpoint and (unless APPHOST_RUN_WORKER=false) the async run worker —
+ * as one process, or (APPHOST_GATEWAY_PROCESSES > 1) as a primary supervising that many gateway
+ * processes on one port (processes.ts). The primary loads none of the gateway's own modules.
+ */
 
-import { clusterDomain } from '../shared/kube/cluster-domain.ts';
-import { loadKubeConfig } from '../shared/kube/config.ts';
-import { readResolvConf } from '../shared/kube/resolv-conf.ts';
-import { createLogger } from '../shared/log.ts';
+import { availableParallelism } from 'node:os';
+import { createLogger, type Logger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
-import { parseGatewayEnv } from './config.ts';
-import { createFunctionsCache } from './resolver/functions.ts';
-import { createKubeAppResolver } from './resolver/kube.ts';
-import { watchKeySetSecret } from './run-token-keys.ts';
-import { serveGateway } from './serve.ts';
+import { type GatewayEnv, parseGatewayEnv } from './config.ts';
+import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from './processes.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const cfg = parseGatewayEnv(env);
   const log = createLogger({ name: 'apphost-gateway', level: cfg.APPHOST_LOG_LEVEL });
+  const run = await runGateway({
+    env: cfg,
+    log,
+    // `auto`: libuv's count, which honours the pod's CPU limit (cgroup quota, rounded down).
+    processes: gatewayProcessCount(cfg.APPHOST_GATEWAY_PROCESSES, availableParallelism()),
+    processIndex: env[PROCESS_INDEX_ENV],
+    serve: (o) => serveFromCluster(cfg, log, o.ops),
+    // A process whose primary died shuts down as on SIGTERM rather than serve unsupervised.
+    onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
+  });
+  onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);
+}
+
+/** One gateway process with the cluster's resolver and key Secret watch. */
+async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
+  const [
+    { clusterDomain },
+    { loadKubeConfig },
+    { readResolvConf },
+    { createFunctionsCache },
+    { createKubeAppResolver },
+    { watchKeySetSecret },
+    { serveGateway },
+  ] = await Promise.all([
+    import('../shared/kube/cluster-domain.ts'),
+    import('../shared/kube/config.ts'),
+    import('../shared/kube/resolv-conf.ts'),
+    import('./resolver/functions.ts'),
+    import('./resolver/kube.ts'),
+    import('./run-token-keys.ts'),
+    import('./serve.ts'),
+  ]);
   const kc = loadKubeConfig(cfg.KUBECONFIG);
   const resolverLog = log.child({ component: 'resolver' });
   const functions =
@@ -40,10 +71,12 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
         namespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
         log: log.child({ component: 'run-token-keys' }),
       });
-  const proc = await serveGateway({ env: cfg, resolver, log, ...(keys ? { keys } : {}) });
-  onShutdownSignal(log, proc.shutdownBoundMs, [
-    ...proc.shutdownSteps(),
-    { name: 'stop watches', run: () => resolver.stop() },
-    { name: 'close functions lookups', run: async () => functions?.close() },
-  ]);
+  const proc = await serveGateway({ env: cfg, resolver, log, ops, ...(keys ? { keys } : {}) });
+  return {
+    proc,
+    steps: [
+      { name: 'stop watches', run: () => resolver.stop() },
+      { name: 'close functions lookups', run: async () => functions?.close() },
+    ],
+  };
 }

@@ -17,7 +17,7 @@ import type { Logger } from '../shared/log.ts';
 import { connectNats } from '../shared/nats/connect.ts';
 import { resolveReplicas } from '../shared/nats/replicas.ts';
 import { retryJetStreamSetup } from '../shared/nats/setup.ts';
-import { type OpsServer, startOpsServer } from '../shared/ops.ts';
+import { failingChecks, type OpsServer, type ReadinessCheck, startOpsServer } from '../shared/ops.ts';
 import { createRunTokenVerifier, type KeySet } from '../shared/run-tokens.ts';
 import { createSecretBox } from '../shared/secretbox.ts';
 import { ensureWebhooksStream } from '../webhooks/stream.ts';
@@ -43,7 +43,11 @@ export interface GatewayProcess {
   gateway: Gateway;
   worker: RunWorker | undefined;
   server: Server;
-  ops: OpsServer;
+  /** Absent when started with `ops: false`. */
+  ops: OpsServer | undefined;
+  registry: Registry;
+  /** Readiness checks failing now (what /readyz lists). */
+  failing(): Promise<string[]>;
   nc: NatsConnection;
   port(): number;
   /** The shutdown steps, in order, for onShutdownSignal. */
@@ -72,6 +76,8 @@ export async function serveGateway(opts: {
   keys?: KeySetSource;
   /** Replaces the balancer's caller (benchmarks only). */
   callApp?: AppCaller;
+  /** false: no ops server (one of several processes: the primary serves /readyz and /metrics). */
+  ops?: boolean;
 }): Promise<GatewayProcess> {
   const { env, resolver, log } = opts;
   const registry = new Registry();
@@ -156,31 +162,31 @@ export async function serveGateway(opts: {
   // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
   server.keepAliveTimeout = 65_000;
   await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
-  const ops = await startOpsServer({
-    port: env.APPHOST_OPS_PORT,
-    registry,
-    checks: [
-      nats.readiness,
-      { name: 'run-token keys', check: () => keySource.current() !== undefined },
-      { name: 'gateway', check: () => !gateway.draining },
-    ],
-  });
+  const checks: ReadinessCheck[] = [
+    nats.readiness,
+    { name: 'run-token keys', check: () => keySource.current() !== undefined },
+    { name: 'gateway', check: () => !gateway.draining },
+  ];
+  const ops =
+    opts.ops === false ? undefined : await startOpsServer({ port: env.APPHOST_OPS_PORT, registry, checks });
   const port = () => {
     const a = server.address();
     return typeof a === 'object' && a ? a.port : env.APPHOST_GATEWAY_PORT;
   };
-  log.info({ port: port(), opsPort: ops.port(), worker: !!worker }, 'gateway listening');
+  log.info({ port: port(), opsPort: ops?.port(), worker: !!worker }, 'gateway listening');
 
   return {
     gateway,
     worker,
     server,
     ops,
+    registry,
+    failing: () => failingChecks(checks),
     nc,
     port,
     shutdownBoundMs: gatewayShutdownBoundMs(env),
     shutdownSteps: () => [
-      { name: 'readyz→503', run: async () => ops.drain() },
+      { name: 'readyz→503', run: async () => ops?.drain() },
       {
         name: 'hand kept-alive connections back',
         run: async () => {
@@ -204,7 +210,7 @@ export async function serveGateway(opts: {
       { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
       { name: 'stop load reports', run: async () => reporter.stop() },
       { name: 'drain nats', run: () => nc.drain() },
-      { name: 'close ops', run: () => ops.close() },
+      { name: 'close ops', run: async () => ops?.close() },
       { name: 'stop run-token key updates', run: () => keySource.stop() },
     ],
   };

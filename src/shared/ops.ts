@@ -3,8 +3,13 @@
  * user-facing paths: GET /healthz (alive), /readyz (dependencies up, not draining), /metrics.
  */
 import { createServer, type Server } from 'node:http';
-import type { Registry } from 'prom-client';
 import { listen } from './listen.ts';
+
+/** What /metrics serves: a prom-client Registry, or anything that renders the same text. */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
 
 export interface ReadinessCheck {
   name: string;
@@ -22,7 +27,7 @@ export interface OpsServer {
 export async function startOpsServer(opts: {
   port: number;
   host?: string;
-  registry: Registry;
+  registry: MetricsSource;
   checks: ReadinessCheck[];
 }): Promise<OpsServer> {
   let draining = false;
@@ -32,9 +37,8 @@ export async function startOpsServer(opts: {
       if (path === '/healthz') {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       } else if (path === '/readyz') {
-        const failing: string[] = [];
-        if (draining) failing.push('draining');
-        for (const c of opts.checks) if (!(await c.check())) failing.push(c.name);
+        const failing = await failingChecks(opts.checks);
+        if (draining) failing.unshift('draining');
         res
           .writeHead(failing.length ? 503 : 200, { 'content-type': 'application/json' })
           .end(JSON.stringify(failing.length ? { status: 'not ready', failing } : { status: 'ok' }));
@@ -68,4 +72,11 @@ export async function startOpsServer(opts: {
       return typeof a === 'object' && a ? a.port : opts.port;
     },
   };
+}
+
+/** The names of the checks that fail now, in order. */
+export async function failingChecks(checks: ReadinessCheck[]): Promise<string[]> {
+  const failing: string[] = [];
+  for (const c of checks) if (!(await c.check())) failing.push(c.name);
+  return failing;
 }

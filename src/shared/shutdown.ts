@@ -1,13 +1,14 @@
 import type { Logger } from './log.ts';
 
 /**
- * Runs `steps` in order on SIGTERM/SIGINT, within `boundMs` in total; a second signal or the bound
- * passing exits at once. Only main.ts files call this.
+ * Runs `steps` in order on SIGTERM/SIGINT (or `signals.stop`; `signals.ignore` are ignored), within
+ * `boundMs` in total; a second signal or the bound passing exits at once. Only main.ts files call this.
  */
 export function onShutdownSignal(
   log: Logger,
   boundMs: number,
   steps: Array<{ name: string; run: () => Promise<void> }>,
+  signals: { stop: NodeJS.Signals[]; ignore?: NodeJS.Signals[] } = { stop: ['SIGTERM', 'SIGINT'] },
 ): void {
   let stopping = false;
   const handler = async (signal: NodeJS.Signals) => {
@@ -34,6 +35,6 @@ export function onShutdownSignal(
     log.info('stopped');
     process.exit(code);
   };
-  process.on('SIGTERM', handler);
-  process.on('SIGINT', handler);
+  for (const signal of signals.stop) process.on(signal, handler);
+  for (const signal of signals.ignore ?? []) process.on(signal, () => {});
 }
