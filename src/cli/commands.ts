@@ -176,6 +176,7 @@ export const COMMANDS: readonly Command[] = [
         ],
         ['APPHOST_RUN_TOKEN_KEYS_FILE', 'a run-token key set JSON file instead of the Secret'],
         ['APPHOST_GATEWAY_PORT', 'run API port (8080)'],
+        ['APPHOST_GATEWAY_PROCESSES', 'gateway processes sharing the port: a number or auto (1)'],
         ['APPHOST_RUN_WORKER', 'also run the async run worker (true)'],
         ['APPHOST_GATEWAY_SYNC_TIMEOUT_MS', 'bound on a sync call'],
         OPS,

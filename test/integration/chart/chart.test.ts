@@ -60,6 +60,22 @@ describe('charts/apphost', () => {
     expect(bad.stderr).toMatch(/gateway\/port/);
     const noNats = await run('helm', ['template', 'x', CHART, '--set', 'nats.bundled.enabled=false']);
     expect(noNats.code).not.toBe(0);
+    for (const processes of ['0', '65', 'many']) {
+      const r = await run('helm', ['template', 'x', CHART, '--set', `gateway.processes=${processes}`]);
+      expect(r.code, processes).not.toBe(0);
+      expect(r.stderr).toMatch(/gateway\/processes/);
+    }
+  });
+
+  it('hands gateway.processes to the gateway as APPHOST_GATEWAY_PROCESSES (default 1)', async () => {
+    const env = async (set: string[]) => {
+      const r = await run('helm', ['template', 'x', CHART, '--show-only', 'templates/gateway.yaml', ...set]);
+      expect(r.code, r.stderr).toBe(0);
+      return /name: APPHOST_GATEWAY_PROCESSES\n\s+value: "([^"]*)"/.exec(r.stdout)?.[1];
+    };
+    expect(await env([])).toBe('1');
+    expect(await env(['--set', 'gateway.processes=2'])).toBe('2');
+    expect(await env(['--set', 'gateway.processes=auto'])).toBe('auto');
   });
 
   it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
