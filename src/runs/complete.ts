@@ -19,7 +19,7 @@ import {
   webhookJobFor,
   webhookJobSize,
 } from './outcome.ts';
-import { isTerminal, type RunStore } from './store.ts';
+import { isTerminal, type RunStore, type VersionedRun } from './store.ts';
 
 export interface CompleteDeps {
   js: JetStreamClient;
@@ -42,6 +42,8 @@ export async function completeRun(
   outcome: RunOutcome,
   runLog: Logger,
   deps: CompleteDeps,
+  /** The record as this execution last wrote it (running): the final write then needs no re-read. */
+  from?: VersionedRun,
 ): Promise<void> {
   const { store } = deps;
   const at = deps.now();
@@ -81,11 +83,17 @@ export async function completeRun(
     }
   }
   let mine: RunRecord | undefined;
-  const stored = await deps.retry('writing the final run record', () =>
-    store.update(job.projectId, job.appName, job.requestId, (cur) => {
-      mine = finishRun(cur, job, outcome, at, result);
-      return mine;
-    }),
+  const { record: stored } = await deps.retry('writing the final run record', () =>
+    store.change(
+      job.projectId,
+      job.appName,
+      job.requestId,
+      (cur) => {
+        mine = finishRun(cur, job, outcome, at, result);
+        return mine;
+      },
+      from,
+    ),
   );
   // Not ours when the record was final already (another execution, or our own write whose answer was
   // lost): the webhook then tells what the record says, read back from the store.
@@ -116,7 +124,9 @@ export async function finishDelivery(
   body?: Buffer,
 ): Promise<void> {
   if (job.webhook && rec && isTerminal(rec.state)) await queueWebhook(job, rec, runLog, deps, body);
-  await msg.ackAck().catch(() => msg.ack());
+  // Not waited for: the record is final and the webhook job queued, so a lost ack only redelivers the
+  // run, and a redelivery that finds the final record just queues the same (de-duplicated) job again.
+  msg.ack();
 }
 
 async function queueWebhook(

@@ -54,6 +54,20 @@ export interface RunStore {
   requestCancel(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined>;
   /** Writes the first record of an accepted run; false when one exists already (a worker got there first). */
   createQueued(record: RunRecord): Promise<boolean>;
+  /** The record with its KV revision (0 when there is none), for a following `change` without a re-read. */
+  read(projectId: string, appName: string, runId: string): Promise<VersionedRun>;
+  /**
+   * `update` that starts from `from` (a `read`, or the answer of an earlier `change`) instead of reading
+   * the record first, and answers with the revision it wrote, so a writer that holds the run (the worker)
+   * makes one round trip per change. A lost race re-reads and decides again, as `update` does.
+   */
+  change(
+    projectId: string,
+    appName: string,
+    runId: string,
+    change: (current: RunRecord | undefined) => RunRecord | undefined,
+    from?: VersionedRun,
+  ): Promise<VersionedRun>;
   /**
    * Read-modify-write under compare-and-set. `change` gets the current record (undefined when absent) and
    * returns the next one, or undefined to leave it as is. Returns what is stored afterwards. A lost race
@@ -67,6 +81,12 @@ export interface RunStore {
     runId: string,
     change: (current: RunRecord | undefined) => RunRecord | undefined,
   ): Promise<RunRecord | undefined>;
+}
+
+/** A run record as stored, and the KV revision it was read or written at (0: no record). */
+export interface VersionedRun {
+  record: RunRecord | undefined;
+  revision: number;
 }
 
 export const isTerminal = (state: RunRecord['state']) => TERMINAL_RUN_STATES.includes(state);
@@ -88,18 +108,27 @@ export function isRevisionConflict(err: unknown): boolean {
 
 /** `nc` is only needed for `requestCancel` on a running run (core NATS announcement). */
 export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = () => new Date()): RunStore {
-  const update: RunStore['update'] = async (projectId, appName, runId, change) => {
+  const read: RunStore['read'] = async (projectId, appName, runId) => {
+    const entry = await kv.get(runKey(projectId, appName, runId));
+    const record = decode(entry);
+    return { record, revision: record && entry ? entry.revision : 0 };
+  };
+
+  const change: RunStore['change'] = async (projectId, appName, runId, decide, from) => {
     const key = runKey(projectId, appName, runId);
     let lastErr: unknown;
+    let known = from;
     for (let i = 0; i < RUN_RECORD_CAS_ATTEMPTS; i++) {
-      const entry = await kv.get(key);
-      const current = decode(entry);
-      const next = change(current);
+      const current = known ?? (await read(projectId, appName, runId));
+      known = undefined;
+      const next = decide(current.record);
       if (!next) return current;
       try {
-        if (entry && entry.operation === 'PUT') await kv.update(key, encode(next), entry.revision);
-        else await kv.create(key, encode(next));
-        return next;
+        const revision =
+          current.revision > 0
+            ? await kv.update(key, encode(next), current.revision)
+            : await kv.create(key, encode(next));
+        return { record: next, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
         lastErr = err; // lost the race: read again and re-decide
@@ -107,6 +136,9 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
     }
     throw new Error(`run record ${key}: too much contention`, { cause: lastErr });
   };
+
+  const update: RunStore['update'] = async (projectId, appName, runId, decide) =>
+    (await change(projectId, appName, runId, decide)).record;
 
   return {
     async get(projectId, appName, runId) {
@@ -167,6 +199,8 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
     },
 
     update,
+    read,
+    change,
 
     async requestCancel(projectId, appName, runId) {
       const after = await update(projectId, appName, runId, (cur) => {

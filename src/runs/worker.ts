@@ -33,7 +33,7 @@ import { ensureRunsInfrastructure } from './infrastructure.ts';
 import { createRunWorkerMetrics } from './metrics.ts';
 import { type RunOutcome, startRun } from './outcome.ts';
 import type { RunWorkerSettings } from './settings.ts';
-import { createRunStore, isTerminal, type RunStore } from './store.ts';
+import { createRunStore, isTerminal, type RunStore, type VersionedRun } from './store.ts';
 
 export interface RunWorkerDeps {
   nc: NatsConnection;
@@ -115,7 +115,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         backoff: WRITE_RETRY_BACKOFF,
       });
     const finishing: CompleteDeps = { ...(completeDeps as Omit<CompleteDeps, 'retry'>), retry };
-    const complete = (outcome: RunOutcome) => completeRun(msg, job, outcome, runLog, finishing);
+    const complete = (outcome: RunOutcome, from?: VersionedRun) =>
+      completeRun(msg, job, outcome, runLog, finishing, from);
     // Held from the first read to the ack — while waiting for a replica slot, running, and writing the
     // outcome (which may wait for NATS to recover): a message whose ack wait passed would be redelivered
     // and run again.
@@ -125,9 +126,10 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     let held = false;
     let slot: AppSlot | undefined;
     try {
-      const current = await retry('reading the run record', () =>
-        s.get(job.projectId, job.appName, job.requestId),
+      const read = await retry('reading the run record', () =>
+        s.read(job.projectId, job.appName, job.requestId),
       );
+      const current = read.record;
       if (current && isTerminal(current.state)) {
         runLog.info({ state: current.state }, 'run already finished; finishing its delivery');
         await finishDelivery(msg, job, current, runLog, finishing);
@@ -136,13 +138,16 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       // The cap counts executions that started (from the record), not deliveries: a message handed
       // back unexecuted by a stopping worker does not use up an execution.
       if (current?.state === 'running' && current.executions >= settings.maxExecutions) {
-        await complete({
-          state: 'failure',
-          error: {
-            code: 'redelivery_exhausted',
-            message: `the run was started ${current.executions} times without finishing`,
+        await complete(
+          {
+            state: 'failure',
+            error: {
+              code: 'redelivery_exhausted',
+              message: `the run was started ${current.executions} times without finishing`,
+            },
           },
-        });
+          read,
+        );
         return;
       }
 
@@ -154,10 +159,13 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       if (deps.callApp) {
         const app = await deps.resolver.resolve(job.projectId, job.appName);
         if (!app) {
-          await complete({
-            state: 'failure',
-            error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
-          });
+          await complete(
+            {
+              state: 'failure',
+              error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
+            },
+            read,
+          );
           return;
         }
         try {
@@ -179,16 +187,24 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
               code === ErrorCode.AppStartFailed
                 ? (err as ApiError).message
                 : `no replica of the app took the run within ${Math.round(settings.maxQueuedMs / 1000)} s of its acceptance`;
-            await complete({ state: 'failure', error: { code, message } });
+            await complete({ state: 'failure', error: { code, message } }, read);
             return;
           }
           throw err;
         }
       }
       const executionId = randomUUID();
-      const rec = await retry('starting the run', () =>
-        s.update(job.projectId, job.appName, job.requestId, (cur) => startRun(cur, job, now(), executionId)),
+      // From the record read above: one round trip, unless something changed it since (a cancel).
+      const started = await retry('starting the run', () =>
+        s.change(
+          job.projectId,
+          job.appName,
+          job.requestId,
+          (cur) => startRun(cur, job, now(), executionId),
+          read,
+        ),
       );
+      const rec = started.record;
       if (rec?.state !== 'running' || rec.executionId !== executionId) {
         runLog.info({ state: rec?.state }, 'run not started: already finished or cancelled');
         await finishDelivery(msg, job, rec, runLog, finishing);
@@ -197,7 +213,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       metrics.executions.inc();
       metrics.active.inc();
       runLog.info({ executions: rec.executions, delivery: msg.info.deliveryCount }, 'run started');
-      const started = clock.now();
+      const startedAt = clock.now();
       let outcome: RunOutcome | undefined;
       try {
         const reserved = slot;
@@ -215,8 +231,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         msg.nak();
         return;
       }
-      metrics.duration.observe({ state: outcome.state }, (clock.now() - started) / 1000);
-      await complete(outcome);
+      metrics.duration.observe({ state: outcome.state }, (clock.now() - startedAt) / 1000);
+      await complete(outcome, started);
     } finally {
       clearInterval(heartbeat);
       // Unused (the run was not started, or ended before its call): back to the app's pool.

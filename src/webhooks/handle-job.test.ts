@@ -129,6 +129,37 @@ describe('job handler: what JetStream is told', () => {
     expect([calls, sent.length]).toEqual([['ack'], 0]);
   });
 
+  // A first delivery creates its record without reading it first; a record that exists after all (the job
+  // was queued again for a run that finished before) is read and decided on, never overwritten.
+  it('first delivery of a job whose delivery finished before → acked, no attempt, record kept', async () => {
+    const store = memoryStore({ ...pending(1), state: 'delivered' });
+    const { handle, sent } = setup({ store });
+    const { msg, calls } = message(job(), 1);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['ack'], 0]);
+    expect(await store.get('req-1')).toMatchObject({ state: 'delivered', attempts: [{ attempt: 1 }] });
+  });
+
+  it('first delivery of a job with 2 attempts on record → attempt 3 (the count survives), then failed', async () => {
+    const store = memoryStore(pending(2));
+    const { handle, sent } = setup({ result: { outcome: 'http_retryable', status: 404 }, store });
+    const { msg, calls } = message(job(), 1);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['term'], 1]);
+    const rec = (await store.get('req-1')) as WebhookDeliveryRecord;
+    expect(rec.state).toBe('failed');
+    expect(rec.attempts.map((a) => a.attempt)).toEqual([1, 2, 3]);
+  });
+
+  it('first delivery of a job with 3 attempts on record → failed, no 4th attempt', async () => {
+    const store = memoryStore(pending(3));
+    const { handle, sent } = setup({ store });
+    const { msg, calls } = message(job(), 1);
+    await handle(msg);
+    expect([calls, sent.length]).toEqual([['term'], 0]);
+    expect((await store.get('req-1'))?.attempts).toHaveLength(3);
+  });
+
   it('three attempts already started (the last one cut short) → failed, no 4th attempt', async () => {
     const store = memoryStore(pending(3));
     const { handle, sent } = setup({ store });

@@ -118,43 +118,61 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     const log = rootLog.child({ requestId: job.requestId, endpointHost });
     const s = store;
     try {
-      const loaded = await s.load(job.requestId);
-      let revision = loaded?.revision ?? 0;
-      const record: WebhookDeliveryRecord = loaded?.record ?? {
-        requestId: job.requestId,
-        projectId: job.projectId,
-        appName: job.appName,
-        endpointHost,
-        state: 'pending',
-        attempts: [],
-        updatedAt: iso(clock.now()),
-      };
-      if (record.state !== 'pending') {
-        // Finished before, and the ack was lost: nothing left to do.
-        msg.ack();
-        return;
+      // A first delivery almost never has a record yet: the record is created with the attempt in it
+      // (compare-and-set on "no record"), one round trip instead of a read and a write. When one exists
+      // after all (a job queued again for a finished run), it is read and decided on as for a redelivery.
+      let loaded = msg.info.deliveryCount === 1 ? undefined : await s.load(job.requestId);
+      let optimistic = loaded === undefined;
+      let record: WebhookDeliveryRecord;
+      let revision: number;
+      let attempt: WebhookAttempt;
+      let attemptNo: number;
+      let startedAt: number;
+      for (;;) {
+        revision = loaded?.revision ?? 0;
+        record = loaded?.record ?? {
+          requestId: job.requestId,
+          projectId: job.projectId,
+          appName: job.appName,
+          endpointHost,
+          state: 'pending',
+          attempts: [],
+          updatedAt: iso(clock.now()),
+        };
+        if (record.state !== 'pending') {
+          // Finished before, and the ack was lost: nothing left to do.
+          msg.ack();
+          return;
+        }
+        if (record.attempts.length >= MAX_ATTEMPTS) {
+          await finish(msg, job, record, revision, 'failed', log, 'attempts_exhausted');
+          return;
+        }
+        if (msg.info.deliveryCount > MAX_DELIVERIES) {
+          await finish(msg, job, record, revision, 'failed', log, 'too_many_redeliveries');
+          return;
+        }
+        attemptNo = record.attempts.length + 1;
+        startedAt = clock.now();
+        attempt = {
+          attempt: attemptNo,
+          at: iso(startedAt),
+          outcome: 'network_error',
+          error: INTERRUPTED_ATTEMPT,
+          durationMs: 0,
+        };
+        record.attempts.push(attempt);
+        record.updatedAt = iso(startedAt);
+        // Written before the attempt starts, so an attempt cut short by a crash still counts.
+        try {
+          revision = await s.save(record, revision);
+          break;
+        } catch (err) {
+          if (!(optimistic && err instanceof DeliveryConflictError)) throw err;
+          optimistic = false;
+          loaded = await s.load(job.requestId);
+        }
       }
-      if (record.attempts.length >= MAX_ATTEMPTS) {
-        await finish(msg, job, record, revision, 'failed', log, 'attempts_exhausted');
-        return;
-      }
-      if (msg.info.deliveryCount > MAX_DELIVERIES) {
-        await finish(msg, job, record, revision, 'failed', log, 'too_many_redeliveries');
-        return;
-      }
-      const attemptNo = record.attempts.length + 1;
-      const startedAt = clock.now();
-      const attempt: WebhookAttempt = {
-        attempt: attemptNo,
-        at: iso(startedAt),
-        outcome: 'network_error',
-        error: INTERRUPTED_ATTEMPT,
-        durationMs: 0,
-      };
-      record.attempts.push(attempt);
-      record.updatedAt = iso(startedAt);
-      // Written before the attempt starts, so an attempt cut short by a crash still counts.
-      revision = await s.save(record, revision);
 
       const result = await attemptOnce(msg, job, url);
       attempt.durationMs = clock.now() - startedAt;

@@ -1,7 +1,10 @@
 /**
- * One JetStream pull loop for every durable-consumer reader (the run worker, the webhook dispatcher):
- * `concurrency` loops each pull one message, hand it to `handle`, and pull again. A failed pull backs
- * off; a message pulled while stopping is handed back at once (nak) for another replica.
+ * One JetStream pull loop for every durable-consumer reader (the run worker, the webhook dispatcher, the
+ * build worker): up to `concurrency` messages are handled at once. One fetch asks for as many messages
+ * as there are free slots (a batch), so under load a pull request, its inbox subscription and its
+ * round trip serve several messages instead of one. A message is only ever asked for when a slot is free
+ * for it: nothing waits in a local buffer while its ack wait runs. A failed pull backs off; a message
+ * pulled while stopping is handed back at once (nak) for another replica.
  */
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { Clock } from '../clock.ts';
@@ -9,7 +12,7 @@ import type { Logger } from '../log.ts';
 
 export interface PullLoopOptions {
   consumer: Consumer;
-  /** Messages handled at once. */
+  /** Messages handled at once (and the largest batch one pull asks for). */
   concurrency: number;
   /** How long one pull waits on the server before asking again. */
   expiresMs: number;
@@ -27,37 +30,68 @@ export interface PullLoop {
   inFlight(): number;
   /** Stops pulling (pending pulls end at once); messages being handled go on. */
   stop(): void;
-  /** Resolves once every loop has returned, i.e. after stop() and the last handler. */
+  /** Resolves once the loop has returned and the last handler is done, i.e. after stop(). */
   readonly done: Promise<void>;
 }
 
 export function startPullLoop(o: PullLoopOptions): PullLoop {
   let running = true;
   let inFlight = 0;
-  const batches = new Set<{ stop(err?: Error): void }>();
+  let batch: { stop(err?: Error): void } | undefined;
+  // Resolved when a slot frees (or on stop) while the loop waits for one.
+  let slotFreed: (() => void) | undefined;
+  let allDone: (() => void) | undefined;
+
+  const release = () => {
+    inFlight--;
+    slotFreed?.();
+    if (inFlight === 0) allDone?.();
+  };
+
+  async function run(msg: JsMsg): Promise<void> {
+    try {
+      await o.handle(msg);
+    } catch (err) {
+      try {
+        await o.onError(err, msg);
+      } catch (e) {
+        o.log.warn({ err: e }, 'deciding the fate of a failed message failed; it will be redelivered');
+      }
+    } finally {
+      release();
+    }
+  }
 
   async function loop(): Promise<void> {
     while (running) {
+      if (inFlight >= o.concurrency) {
+        await new Promise<void>((r) => {
+          slotFreed = r;
+        });
+        slotFreed = undefined;
+        continue;
+      }
+      // One turn of the event loop, so handlers finishing together free their slots into one batch.
+      await new Promise<void>((r) => setImmediate(r));
+      if (!running) break;
       try {
-        const batch = await o.consumer.fetch({ max_messages: 1, expires: o.expiresMs });
-        batches.add(batch);
+        const pull = await o.consumer.fetch({
+          max_messages: Math.max(o.concurrency - inFlight, 1),
+          expires: o.expiresMs,
+        });
+        batch = pull;
         try {
-          for await (const msg of batch) {
+          for await (const msg of pull) {
             if (!running) {
               msg.nak();
               continue;
             }
+            // Asked for no more than the free slots, so this one has a slot now.
             inFlight++;
-            try {
-              await o.handle(msg);
-            } catch (err) {
-              await o.onError(err, msg);
-            } finally {
-              inFlight--;
-            }
+            void run(msg);
           }
         } finally {
-          batches.delete(batch);
+          batch = undefined;
         }
       } catch (err) {
         if (!running) break;
@@ -67,12 +101,18 @@ export function startPullLoop(o: PullLoopOptions): PullLoop {
     }
   }
 
-  const done = Promise.all(Array.from({ length: o.concurrency }, () => loop())).then(() => undefined);
+  const done = loop().then(async () => {
+    if (inFlight > 0)
+      await new Promise<void>((r) => {
+        allDone = r;
+      });
+  });
   return {
     inFlight: () => inFlight,
     stop() {
       running = false;
-      for (const b of batches) b.stop();
+      batch?.stop();
+      slotFreed?.();
     },
     done,
   };
