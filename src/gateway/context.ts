@@ -1,7 +1,7 @@
-/** What the gateway's middleware chain learns about a request, in order. */
-import type { ParameterizedContext } from 'koa';
+/** What the gateway learns about a request, in order. */
 import type { ResolvedApp } from '../shared/contracts/seams.ts';
 import type { EdgeState } from '../shared/http/request-id.ts';
+import type { CallContext } from './call-context.ts';
 import type { RunMode } from './metrics.ts';
 
 export interface RunTarget {
@@ -21,4 +21,4 @@ export interface GatewayState extends EdgeState {
   webhookHost?: string;
 }
 
-export type GatewayContext = ParameterizedContext<GatewayState>;
+export type GatewayContext = CallContext;

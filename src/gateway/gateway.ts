@@ -2,11 +2,11 @@
  * The run endpoint (`{api_url}`): `POST /v4/<project_id>/<app_name>/<path>`, sync, async and streaming,
  * plus custom-domain routing. Built from small middleware; all I/O comes in through `deps`.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import Koa from 'koa';
 import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
 import { createRunStore, type RunStore } from '../runs/store.ts';
@@ -15,9 +15,8 @@ import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
 import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
-import { accessLog } from '../shared/http/access-log.ts';
-import { errorBody } from '../shared/http/errors.ts';
-import { requestId } from '../shared/http/request-id.ts';
+import { type AccessLogHooks, logAccess } from '../shared/http/access-log.ts';
+import { writeError } from '../shared/http/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { RUNS_MAX_MSG_BYTES } from '../shared/nats/jetstream.ts';
 import type { RunTokenVerifier } from '../shared/run-tokens.ts';
@@ -26,12 +25,13 @@ import { publishWebhookJob } from '../webhooks/publish.ts';
 import { type Balancer, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { createAppCaller } from './balancer/caller.ts';
 import { createObservedBalancer } from './balancer/metrics.ts';
+import { CallContext } from './call-context.ts';
 import type { GatewayState } from './context.ts';
-import { prepareRun } from './handlers/prepare.ts';
-import { runAsync } from './handlers/run-async.ts';
-import { runSync } from './handlers/run-sync.ts';
+import { type PrepareDeps, prepareRun } from './handlers/prepare.ts';
+import { type RunAsyncDeps, runAsync } from './handlers/run-async.ts';
+import { type RunSyncDeps, runSync } from './handlers/run-sync.ts';
 import { createGatewayMetrics } from './metrics.ts';
-import { auth } from './middleware/auth.ts';
+import { authorize } from './middleware/auth.ts';
 import { customDomain } from './middleware/custom-domain.ts';
 import { route } from './middleware/route.ts';
 import type { GatewaySettings } from './settings.ts';
@@ -161,11 +161,70 @@ export function createGateway(deps: GatewayDeps): Gateway {
   let inflight = 0;
   let idle: (() => void) | undefined;
 
-  const app = new Koa<GatewayState>();
-  app.proxy = false;
-  app.silent = true;
-  app.use(requestId({ log, now: () => clock.now() }));
-  app.use(async (ctx, next) => {
+  const access: AccessLogHooks<GatewayState, CallContext> = {
+    log,
+    now: () => clock.now(),
+    done: (ctx, seconds, aborted) => {
+      const s = ctx.state;
+      const mode = s.mode ?? 'sync';
+      // A call that reached a resolved app; async runs have their own record.
+      if (mode !== 'async' && s.app && s.target) {
+        const finishedAtMs = clock.now();
+        syncCalls.record({
+          requestId: s.requestId,
+          projectId: s.target.projectId,
+          appName: s.target.appName,
+          path: s.target.path,
+          status: ctx.status,
+          ...(s.errorCode ? { errorCode: s.errorCode, errorMessage: s.errorMessage ?? s.errorCode } : {}),
+          startedAtMs: s.startedAt,
+          finishedAtMs,
+          aborted,
+          streamed: mode === 'stream',
+          ...(s.webhookHost ? { webhookHost: s.webhookHost } : {}),
+        });
+      }
+      // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
+      // any caller create unbounded metric series.
+      const project = s.app ? s.app.projectId : '';
+      const app = s.app ? s.app.appName : '';
+      metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
+      metrics.duration.observe({ project, app, mode }, seconds);
+      metrics.inflight.dec();
+      return { mode, project: s.target?.projectId, app: s.target?.appName };
+    },
+  };
+
+  // Built once: the handlers' dependencies do not change per call.
+  const prepareDeps: PrepareDeps = {
+    resolve: (p, a) => deps.resolver.resolve(p, a),
+    secretBox: deps.secretBox,
+    maxBodyBytes: settings.maxBodyBytes,
+  };
+  const asyncDeps: RunAsyncDeps = { js, store, settings, now, maxJobBytes };
+  const syncDeps: RunSyncDeps = { callApp, settings, now, enqueueWebhook };
+
+  // The run endpoint, in order: custom domain, route, auth, then the call. Anything thrown becomes the
+  // one JSON error body (src/shared/http/errors.ts).
+  const serve = async (ctx: CallContext): Promise<void> => {
+    try {
+      await customDomain(ctx, deps.resolver);
+      route(ctx);
+      await authorize(ctx, deps.verifyRunToken);
+      const run = await prepareRun(ctx, prepareDeps);
+      if (run.async) await runAsync(ctx, run, asyncDeps);
+      else await runSync(ctx, run, syncDeps);
+    } catch (err) {
+      writeError(ctx, err);
+    }
+    ctx.respond();
+  };
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    // Every answer carries the call's id; the gateway's ids are run ids, never the caller's.
+    const id = randomUUID();
+    const ctx = new CallContext(req, res, { requestId: id, now: clock.now(), log });
+    res.setHeader('X-Request-Id', id);
     if (draining) {
       ctx.set('Connection', 'close');
       ctx.status = 503;
@@ -174,66 +233,23 @@ export function createGateway(deps: GatewayDeps): Gateway {
       ctx.body = JSON.stringify(
         new ApiError(ErrorCode.ShuttingDown, 'the gateway is shutting down; retry').toBody(),
       );
+      ctx.respond();
       return;
     }
     inflight++;
-    ctx.res.once('close', () => {
+    metrics.inflight.inc();
+    res.once('close', () => {
+      logAccess(access, ctx);
       inflight--;
       if (inflight === 0) idle?.();
     });
-    await next();
-  });
-  app.use(
-    accessLog<GatewayState>({
-      log,
-      now: () => clock.now(),
-      start: () => metrics.inflight.inc(),
-      done: (ctx, seconds, aborted) => {
-        const s = ctx.state;
-        const mode = s.mode ?? 'sync';
-        // A call that reached a resolved app; async runs have their own record.
-        if (mode !== 'async' && s.app && s.target) {
-          const finishedAtMs = clock.now();
-          syncCalls.record({
-            requestId: s.requestId,
-            projectId: s.target.projectId,
-            appName: s.target.appName,
-            path: s.target.path,
-            status: ctx.status,
-            ...(s.errorCode ? { errorCode: s.errorCode, errorMessage: s.errorMessage ?? s.errorCode } : {}),
-            startedAtMs: s.startedAt,
-            finishedAtMs,
-            aborted,
-            streamed: mode === 'stream',
-            ...(s.webhookHost ? { webhookHost: s.webhookHost } : {}),
-          });
-        }
-        // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
-        // any caller create unbounded metric series.
-        const project = s.app ? s.app.projectId : '';
-        const app = s.app ? s.app.appName : '';
-        metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
-        metrics.duration.observe({ project, app, mode }, seconds);
-        metrics.inflight.dec();
-        return { mode, project: s.target?.projectId, app: s.target?.appName };
-      },
-    }),
-  );
-  app.use(errorBody());
-  app.use(customDomain(deps.resolver));
-  app.use(route());
-  app.use(auth(deps.verifyRunToken));
-  app.use(async (ctx) => {
-    const run = await prepareRun(ctx, {
-      resolve: (p, a) => deps.resolver.resolve(p, a),
-      secretBox: deps.secretBox,
-      maxBodyBytes: settings.maxBodyBytes,
+    serve(ctx).catch((err: unknown) => {
+      // Not reached by the handlers' errors (serve answers those); a bug must not stop the process.
+      log.error({ err, requestId: id }, 'could not answer the call');
+      res.destroy();
     });
-    if (run.async) await runAsync(ctx, run, { js, store, settings, now, maxJobBytes });
-    else await runSync(ctx, run, { callApp, settings, now, enqueueWebhook });
-  });
+  };
 
-  const handler = app.callback();
   return {
     callback: () => handler,
     callApp,

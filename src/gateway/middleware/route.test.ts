@@ -1,4 +1,3 @@
-import type { ParameterizedContext } from 'koa';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../shared/errors.ts';
 import type { GatewayState } from '../context.ts';
@@ -9,16 +8,14 @@ const run = async (path: string, method = 'POST') => {
   const ctx = {
     path,
     method,
-    state: {},
+    state: {} as GatewayState,
     set: (k: string, v: string) => {
       headers[k] = v;
     },
-  } as unknown as ParameterizedContext<GatewayState>;
-  let called = false;
-  await route()(ctx, async () => {
-    called = true;
-  });
-  return { ctx, called };
+  };
+  route(ctx);
+  // It returned: the call goes on to auth.
+  return { ctx, called: true };
 };
 
 describe('route', () => {
