@@ -35,8 +35,12 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
   // ctx.state.log is read only where it logs: the request's logger is built on first use.
   const { requestId } = ctx.state;
   const abort = new AbortController();
+  // One listener for the end of the call: the caller going away aborts the upstream call, and the
+  // replica's slot is freed when the upstream body closes, so make sure it does, whatever happened.
+  let res: Dispatcher.ResponseData | undefined;
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) abort.abort(new Error('client went away'));
+    if (res && !res.body.closed) res.body.destroy();
   });
 
   // Awaited before the caller's response is complete: once a caller has the whole answer, the webhook
@@ -64,7 +68,6 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     );
   };
 
-  let res: Dispatcher.ResponseData;
   try {
     res = await deps.callApp(run.app, {
       path: run.target.path,
@@ -86,10 +89,8 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     }
     throw err;
   }
-  // The replica's slot is freed when this body closes: make sure it does, whatever happens below.
-  ctx.res.once('close', () => {
-    if (!res.body.closed) res.body.destroy();
-  });
+  // The caller may have gone while the call was placed (the listener above saw no body yet).
+  if (ctx.res.closed && !res.body.closed) res.body.destroy();
 
   const contentType = headerValue(res.headers['content-type']);
   const isStream = (contentType ?? '').toLowerCase().startsWith('text/event-stream');

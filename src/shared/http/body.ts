@@ -24,18 +24,44 @@ export function declaredBodyLimit(limitBytes: number): Middleware {
   };
 }
 
-export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limitBytes) throw payloadTooLarge(limitBytes);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limitBytes) throw payloadTooLarge(limitBytes);
-    chunks.push(buf);
-  }
-  return Buffer.concat(chunks);
+  if (Number.isFinite(declared) && declared > limitBytes) return Promise.reject(payloadTooLarge(limitBytes));
+  // Listeners rather than `for await`: an async iterator costs a promise per chunk on every call.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (err: unknown, body?: Buffer) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', done);
+      req.off('close', onClose);
+      if (err) reject(err);
+      else resolve(body as Buffer);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limitBytes) {
+        // The rest is not read (the 413 closes the connection); destroying the request would reset it.
+        req.pause();
+        done(payloadTooLarge(limitBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => done(undefined, Buffer.concat(chunks));
+    const onClose = () => {
+      if (!req.readableEnded) {
+        const err = new Error('Premature close') as NodeJS.ErrnoException;
+        err.code = 'ERR_STREAM_PREMATURE_CLOSE';
+        done(err);
+      }
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', done);
+    req.once('close', onClose);
+  });
 }
 
 /** A JSON request body: undefined when there is none; not `application/json` → 415, not JSON → 400. */
