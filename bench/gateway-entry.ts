@@ -1,11 +1,14 @@
 /**
  * The gateway as its own process for the benchmarks: built exactly as `apphost gateway` builds it
  * (`serveGateway`), with a static resolver read from APPHOST_BENCH_APPS (JSON array of ResolvedApp)
- * instead of the Kubernetes watches. Prints `listening <port> <pid>` once serving.
+ * instead of the Kubernetes watches; APPHOST_GATEWAY_PROCESSES as in main.ts. Prints `listening <port> <pid>`
+ * once serving (with several processes: the primary, once every process listens).
  */
 
+import { availableParallelism } from 'node:os';
 import { Agent } from 'undici';
 import { parseGatewayEnv } from '../src/gateway/config.ts';
+import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from '../src/gateway/processes.ts';
 import { serveGateway } from '../src/gateway/serve.ts';
 import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared/contracts/seams.ts';
 import { callUpstream } from '../src/shared/http/upstream.ts';
@@ -35,6 +38,20 @@ const callApp: AppCaller | undefined =
         },
       )
     : undefined;
-const proc = await serveGateway({ env, resolver, log, ...(callApp ? { callApp } : {}) });
-onShutdownSignal(log, proc.shutdownBoundMs, proc.shutdownSteps());
-process.stdout.write(`listening ${proc.port()} ${process.pid}\n`);
+// APPHOST_GATEWAY_PROCESSES as in main.ts (`auto`: this machine's CPUs).
+const run = await runGateway({
+  env,
+  log,
+  processes: gatewayProcessCount(env.APPHOST_GATEWAY_PROCESSES, availableParallelism()),
+  processIndex: process.env[PROCESS_INDEX_ENV],
+  serve: async ({ ops }) => ({
+    proc: await serveGateway({ env, resolver, log, ops, ...(callApp ? { callApp } : {}) }),
+  }),
+  onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
+});
+onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);
+if (run.role !== 'process') {
+  await run.started();
+  // The pid is the primary's with several processes: the benchmark adds up its children's CPU.
+  process.stdout.write(`listening ${run.port()} ${process.pid}\n`);
+}

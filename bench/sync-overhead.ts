@@ -9,7 +9,14 @@ import { join } from 'node:path';
 import { type BenchContext, errorNote } from './support/context.ts';
 import type { LoadResult, LoadSpec } from './support/load.ts';
 import { type Nginx, startNginx } from './support/nginx.ts';
-import { APP, PROJECT, procCpuSeconds, procStatusBytes } from './support/parts.ts';
+import {
+  APP,
+  PROJECT,
+  procCpuSeconds,
+  procStatusBytes,
+  treeCpuSeconds,
+  treeStatusBytes,
+} from './support/parts.ts';
 import { fmtBytes, fmtMs, fmtRate, fmtRatio } from './support/stats.ts';
 
 export const ECHO_BODY = JSON.stringify({ user: 'bench', n: 42, tags: ['a', 'b', 'c'] });
@@ -47,6 +54,10 @@ interface Variant {
   url: string;
   headers: Record<string, string>;
   best?: LoadResult;
+  /** A gateway's pid (a primary: its processes' CPU is added up). */
+  pid?: number;
+  /** Of which the primary's own (several processes). */
+  primaryCpuMsPerRequest?: number;
   /** Gateway CPU ms per request in the best round. */
   cpuMsPerRequest?: number;
 }
@@ -57,7 +68,12 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     report.unavailable('sync', 'all', ctx.loadMissing ?? 'no load generator');
     return;
   }
-  const [rt, gw, token] = await Promise.all([ctx.parts.runtime(), ctx.parts.gateway(), ctx.parts.token()]);
+  const [rt, gw, gw2, token] = await Promise.all([
+    ctx.parts.runtime(),
+    ctx.parts.gateway(),
+    ctx.parts.gatewayTwoProcesses(),
+    ctx.parts.token(),
+  ]);
   const json = { 'content-type': 'application/json' };
 
   let nginx: Nginx | undefined;
@@ -77,8 +93,16 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     name: 'gateway → runtime',
     url: `${gw.url}/v4/${PROJECT}/${APP}/echo`,
     headers: { ...json, authorization: `Bearer ${token}` },
+    pid: gw.pid,
   };
-  const variants = [direct, ...(viaNginx ? [viaNginx] : []), viaGateway];
+  // The same gateway as 2 processes on one port (APPHOST_GATEWAY_PROCESSES=2, issue 16 item 5).
+  const viaGateway2: Variant = {
+    name: 'gateway ×2 processes → runtime',
+    url: `${gw2.url}/v4/${PROJECT}/${APP}/echo`,
+    headers: viaGateway.headers,
+    pid: gw2.pid,
+  };
+  const variants = [direct, ...(viaNginx ? [viaNginx] : []), viaGateway, viaGateway2];
 
   const spec = (v: Variant, durationSeconds: number): LoadSpec => ({
     url: v.url,
@@ -95,14 +119,18 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     for (let round = 0; round < settings.rounds; round++) {
       for (const v of variants) {
         if (settings.warmupSeconds > 0) await load.run(spec(v, settings.warmupSeconds));
-        const cpu0 = v === viaGateway ? procCpuSeconds(gw.pid) : Number.NaN;
+        const cpu0 = v.pid ? treeCpuSeconds(v.pid) : Number.NaN;
+        const primaryCpu0 = v.pid ? procCpuSeconds(v.pid) : Number.NaN;
         const r = await load.run(spec(v, settings.durationSeconds));
         process.stdout.write(
           `    round ${round + 1}/${settings.rounds}: ${v.name}: ${fmtRate(r.rps, 'req/s')}, p50 ${fmtMs(r.p50Ms)}, p99 ${fmtMs(r.p99Ms)}\n`,
         );
         if (!v.best || r.rps > v.best.rps) {
           v.best = r;
-          if (v === viaGateway) v.cpuMsPerRequest = ((procCpuSeconds(gw.pid) - cpu0) * 1000) / r.requests;
+          if (v.pid) {
+            v.cpuMsPerRequest = ((treeCpuSeconds(v.pid) - cpu0) * 1000) / r.requests;
+            v.primaryCpuMsPerRequest = ((procCpuSeconds(v.pid) - primaryCpu0) * 1000) / r.requests;
+          }
         }
       }
     }
@@ -110,6 +138,7 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     await nginx?.stop();
   }
   const peak = procStatusBytes(gw.pid, 'VmHWM');
+  const peak2 = treeStatusBytes(gw2.pid, 'VmHWM');
   const rssAfter = procStatusBytes(gw.pid, 'VmRSS');
   const mem = await gatewayMemory(gw.opsUrl);
 
@@ -129,7 +158,23 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     variant: 'gateway CPU per request',
     other: `≈${fmtMs(viaGateway.cpuMsPerRequest ?? Number.NaN)} of gateway CPU (user+system, /proc/<pid>/stat) per call`,
   });
+  const g2 = viaGateway2.best as LoadResult;
+  report.row({
+    benchmark: 'sync',
+    variant: 'gateway ×2 processes CPU per request',
+    other:
+      `≈${fmtMs(viaGateway2.cpuMsPerRequest ?? Number.NaN)} of CPU per call, the primary and both processes added up ` +
+      `(the primary's share ${fmtMs(viaGateway2.primaryCpuMsPerRequest ?? Number.NaN)}; 1 process: ≈${fmtMs(viaGateway.cpuMsPerRequest ?? Number.NaN)})`,
+  });
   const g = viaGateway.best as LoadResult;
+  report.row({
+    benchmark: 'sync',
+    variant: 'ratio gateway 2 processes/1 process',
+    throughput: fmtRatio(g2.rps, g.rps),
+    p50: fmtRatio(g2.p50Ms, g.p50Ms),
+    p99: fmtRatio(g2.p99Ms, g.p99Ms),
+    other: `${fmtRate(g2.rps, 'req/s')} vs ${fmtRate(g.rps, 'req/s')}, interleaved in the same rounds`,
+  });
   for (const base of [direct, viaNginx]) {
     if (!base?.best) continue;
     const b = base.best;
@@ -174,5 +219,10 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
       `peak ${fmtBytes(peak)} at the sync load (c=${settings.connections}); RSS ${fmtBytes(rssBefore)} before, ${fmtBytes(rssAfter)} after; ` +
       `V8 heap ${heap('nodejs_heap_size_used_bytes')} used of ${heap('nodejs_heap_size_total_bytes')}, external ${heap('nodejs_external_memory_bytes')} after ` +
       `(before: ${heap('nodejs_heap_size_used_bytes', memBefore)} used of ${heap('nodejs_heap_size_total_bytes', memBefore)})`,
+  });
+  report.row({
+    benchmark: 'memory',
+    variant: 'gateway ×2 processes peak RSS',
+    other: `${fmtBytes(peak2)}: VmHWM of the primary and its 2 processes added up, at the same load (the primary's ${fmtBytes(procStatusBytes(gw2.pid, 'VmHWM'))}; 1 process: ${fmtBytes(peak)})`,
   });
 }

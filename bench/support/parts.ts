@@ -68,6 +68,26 @@ export function procCpuSeconds(pid: number): number {
   }
 }
 
+/** A process and its children (the gateway processes of a primary), from /proc/<pid>/task/<pid>/children. */
+export function processTree(pid: number): number[] {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return [pid, ...(children ? children.split(' ').map(Number) : [])];
+  } catch {
+    return [pid];
+  }
+}
+
+/** procCpuSeconds of `pid` and its children, added up. */
+export function treeCpuSeconds(pid: number): number {
+  return processTree(pid).reduce((sum, p) => sum + procCpuSeconds(p), 0);
+}
+
+/** procStatusBytes of `pid` and its children, added up. */
+export function treeStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+  return processTree(pid).reduce((sum, p) => sum + procStatusBytes(p, field), 0);
+}
+
 /** USER_HZ on Linux (getconf CLK_TCK), which /proc reports CPU times in. */
 export const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -121,6 +141,8 @@ export interface Parts {
   workerGateway(): Promise<GatewayChild>;
   /** A gateway whose calls bypass the balancer (APPHOST_BENCH_LIMITER=off): the limiter's baseline. */
   gatewayNoLimiter(): Promise<GatewayChild>;
+  /** The same gateway as `gateway()` as a primary with 2 processes (APPHOST_GATEWAY_PROCESSES=2). */
+  gatewayTwoProcesses(): Promise<GatewayChild>;
   /** A run token for PROJECT, valid for the whole run. */
   token(): Promise<string>;
   stop(): Promise<void>;
@@ -180,7 +202,12 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return { url, port, proc };
   });
 
-  const startGateway = async (name: string, worker: boolean, limiter = true): Promise<GatewayChild> => {
+  const startGateway = async (
+    name: string,
+    worker: boolean,
+    limiter = true,
+    processes = 1,
+  ): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
     const app: ResolvedApp = {
       projectId: PROJECT,
@@ -203,6 +230,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         APPHOST_PLATFORM_KEY: PLATFORM_KEY,
         APPHOST_RUN_TOKEN_KEYS_FILE: k.file,
         APPHOST_RUN_WORKER: String(worker),
+        APPHOST_GATEWAY_PROCESSES: String(processes),
         APPHOST_BENCH_APPS: JSON.stringify([app]),
         ...(limiter ? {} : { APPHOST_BENCH_LIMITER: 'off' }),
       },
@@ -226,6 +254,12 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return g;
   });
 
+  const gatewayTwoProcesses = once(async () => {
+    const g = await startGateway('gateway-2-processes', false, true, 2);
+    stops.push(() => g.proc.stop(STOP_GRACE_MS));
+    return g;
+  });
+
   const token = once(async () =>
     issueRunToken((await keys()).set, PROJECT, new Date(Date.now() + 6 * 3600_000)),
   );
@@ -237,6 +271,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     gateway,
     workerGateway: () => startGateway('gateway-worker', true),
     gatewayNoLimiter,
+    gatewayTwoProcesses,
     token,
     async stop() {
       for (const s of stops.reverse()) await s().catch(() => {});
