@@ -9,7 +9,6 @@ import { availableParallelism } from 'node:os';
 import { Agent } from 'undici';
 import { parseGatewayEnv } from '../src/gateway/config.ts';
 import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from '../src/gateway/processes.ts';
-import { serveGateway } from '../src/gateway/serve.ts';
 import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared/contracts/seams.ts';
 import { callUpstream } from '../src/shared/http/upstream.ts';
 import { createLogger } from '../src/shared/log.ts';
@@ -44,9 +43,11 @@ const run = await runGateway({
   log,
   processes: gatewayProcessCount(env.APPHOST_GATEWAY_PROCESSES, availableParallelism()),
   processIndex: process.env[PROCESS_INDEX_ENV],
-  serve: async ({ ops }) => ({
-    proc: await serveGateway({ env, resolver, log, ops, ...(callApp ? { callApp } : {}) }),
-  }),
+  // Imported here, as main.ts does, so a primary does not load the gateway.
+  serve: async ({ ops }) => {
+    const { serveGateway } = await import('../src/gateway/serve.ts');
+    return { proc: await serveGateway({ env, resolver, log, ops, ...(callApp ? { callApp } : {}) }) };
+  },
   onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
 });
 onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);

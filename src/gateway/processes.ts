@@ -4,8 +4,9 @@
  * socket of APPHOST_GATEWAY_PORT.
  *
  * node:cluster rather than SO_REUSEPORT (`reusePort`): the primary keeps the listening socket, so a
- * process that dies loses only the connections it had accepted (with SO_REUSEPORT the connections
- * waiting in its own accept queue are reset, and a restarted one changes the kernel's hash groups);
+ * process that dies loses only the connections it had accepted and one being handed to it at that
+ * instant (with SO_REUSEPORT the connections waiting in its own accept queue are reset too, unless
+ * net.ipv4.tcp_migrate_req is on, and a restarted one changes the kernel's hash groups);
  * round-robin hands each new connection to the next process, where the kernel's 4-tuple hash spreads
  * a proxy's few kept-alive connections unevenly; a port of 0 (tests, apphost dev) is one port for all;
  * and the IPC channel that supervision needs carries the readiness and metrics questions. Its cost is

@@ -11,7 +11,8 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
-import { LOAD_SUBJECTS, type LoadReport } from '../../../src/shared/contracts/scaling.ts';
+import { LoadAggregator } from '../../../src/autoscaler/load-aggregator.ts';
+import { LOAD_SUBJECTS, type LoadReport, LoadReportSchema } from '../../../src/shared/contracts/scaling.ts';
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
@@ -20,6 +21,8 @@ import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './h
 const P = 'proj-procs';
 const START_TIMEOUT_MS = 90_000;
 const REPORT_INTERVAL_MS = 200;
+/** The autoscaler's default APPHOST_AUTOSCALER_REPORT_TTL_MS. */
+const REPORT_TTL_MS = 5_000;
 const DRAIN_MS = 5_000;
 const RUN_STOP_MS = 2_000;
 const HANDOVER_MS = 500;
@@ -36,6 +39,8 @@ let primary: ChildProcess;
 let port: number;
 let opsPort: number;
 let token: string;
+/** What the autoscaler keeps of the load reports, fed as its loop feeds it. */
+const loads = new LoadAggregator(REPORT_TTL_MS);
 const seenPids = new Set<number>();
 
 /** The primary's children: the gateway processes. */
@@ -131,6 +136,12 @@ beforeAll(async () => {
     freePort(),
   ]);
   nc = await connect({ servers: nats.url });
+  nc.subscribe(LOAD_SUBJECTS, {
+    callback: (_err, msg) => {
+      const parsed = LoadReportSchema.safeParse(msg.json());
+      if (parsed.success) loads.record(parsed.data, Date.now());
+    },
+  });
   const keysFile = join(dir, 'run-token-keys.json');
   writeFileSync(keysFile, JSON.stringify({ keys: [keys] }));
   token = await issueRunToken({ keys: [keys] }, P, new Date(Date.now() + 3600_000));
@@ -212,9 +223,25 @@ describe('APPHOST_GATEWAY_PROCESSES=2', () => {
     expect((await fetch(`http://127.0.0.1:${opsPort}/healthz`)).status).toBe(200);
   });
 
-  it('each process reports load to the autoscaler under its own id', async () => {
+  it('each process reports load to the autoscaler under its own id, and the autoscaler adds them up', async () => {
     const ids = await reporters(REPORT_INTERVAL_MS * 5);
     expect(ids.size).toBe(2);
+    // One held call in each process: the autoscaler's view of the app is 2 in flight from 2 reporters.
+    const gate = join(dir, 'gate-load');
+    const calls = [1, 2].map(() => call('wide', 'gated', { gate }));
+    try {
+      await waitFor(
+        'the autoscaler sees 1 call in flight from each process',
+        async () => {
+          const t = loads.totals(`${P}/wide`, Date.now());
+          return t.inflight === 2 && t.reporters === 2;
+        },
+        START_TIMEOUT_MS,
+      );
+    } finally {
+      writeFileSync(gate, '');
+    }
+    expect((await Promise.all(calls)).map((r) => r.status)).toEqual([200, 200]);
   });
 
   it('keeps replicaConcurrency 1 across both processes (the runtime refuses the other one)', async () => {
@@ -270,8 +297,18 @@ describe('APPHOST_GATEWAY_PROCESSES=2', () => {
       );
       const after = await reporters(REPORT_INTERVAL_MS * 5);
       expect(after.size).toBe(2);
-      // One reporter id carried on (the survivor), one is new; the dead one is silent.
+      // One reporter id carried on (the survivor), one is new; the dead one is silent...
       expect([...after].filter((id) => before.has(id))).toHaveLength(1);
+      // ...and the autoscaler forgets it after its report ttl, like a dead gateway pod.
+      const gone: string[] = [];
+      await waitFor(
+        "the autoscaler dropped the dead process's reports",
+        async () => {
+          gone.push(...loads.expire(Date.now()));
+          return loads.reporters === 2 && gone.some((id) => before.has(id) && !after.has(id));
+        },
+        START_TIMEOUT_MS,
+      );
       const results = await Promise.all([1, 2, 3, 4].map((n) => call('wide', 'echo', { n })));
       expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     },
