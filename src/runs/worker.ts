@@ -25,6 +25,7 @@ import type { Logger } from '../shared/log.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
+import { createSendTurn } from '../shared/nats/send-turn.ts';
 import { retryJetStream } from '../shared/nats/setup.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { type CompleteDeps, completeRun, finishDelivery } from './complete.ts';
@@ -82,6 +83,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
   const metrics = createRunWorkerMetrics(deps.registry);
   const heartbeatEveryMs = Math.max(Math.floor(settings.ackWaitMs / 3), 100);
+  // The writes of runs that reach the same step in one event-loop turn leave in one socket write.
+  const sendTurn = createSendTurn();
 
   let store: RunStore | undefined;
   let completeDeps: Omit<CompleteDeps, 'retry'> | undefined;
@@ -109,7 +112,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     const s = store as RunStore;
     // Writes wait out a NATS failover within the bound instead of handing the run back at the first refusal.
     const retry = <T>(what: string, step: () => Promise<T>) =>
-      retryJetStream(what, step, {
+      retryJetStream(what, () => sendTurn(step), {
         boundMs: settings.writeTimeoutMs,
         log: runLog,
         backoff: WRITE_RETRY_BACKOFF,

@@ -13,6 +13,7 @@ import { WEBHOOKS_STREAM } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
+import { createSendTurn } from '../shared/nats/send-turn.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { createDeliveryStore } from './deliveries.ts';
 import { createJobHandler, type JobMessage } from './handle-job.ts';
@@ -72,8 +73,15 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       if (!handle) {
         const kv =
           deps.deliveriesKv ?? (await openDeliveriesBucket(await jetstreamManager(deps.nc), deps.replicas));
+        const records = createDeliveryStore(kv);
+        // Jobs that reach the same step in one event-loop turn write their records in one socket write.
+        const sendTurn = createSendTurn();
         handle = createJobHandler({
-          store: createDeliveryStore(kv),
+          store: {
+            get: records.get,
+            load: (requestId) => sendTurn(() => records.load(requestId)),
+            save: (record, revision) => sendTurn(() => records.save(record, revision)),
+          },
           transport,
           secretBox: deps.secretBox,
           log: deps.log,

@@ -11,10 +11,14 @@ import { type RunJob, runSubject } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { payloadTooLarge } from '../../shared/http/body.ts';
 import { publishIdempotent } from '../../shared/jetstream-publish.ts';
+import { createSendTurn } from '../../shared/nats/send-turn.ts';
 import { withLegacyLimitBytes } from '../body.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
+
+/** Accepts arriving in one event-loop turn send their publishes (and then their records) in one write. */
+const sendTurn = createSendTurn();
 
 export interface RunAsyncDeps {
   js: JetStreamClient;
@@ -52,10 +56,12 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
     );
   }
   try {
-    await publishIdempotent(deps.js, runSubject(job.projectId, job.appName), payload, {
-      msgID: requestId,
-      timeoutMs: deps.settings.publishTimeoutMs,
-    });
+    await sendTurn(() =>
+      publishIdempotent(deps.js, runSubject(job.projectId, job.appName), payload, {
+        msgID: requestId,
+        timeoutMs: deps.settings.publishTimeoutMs,
+      }),
+    );
   } catch (err) {
     throw new ApiError(ErrorCode.QueueUnavailable, 'the run queue is unavailable; the run was not accepted', {
       retryAfter: deps.settings.retryAfterSeconds,
@@ -64,7 +70,8 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
   }
   const record = queuedRecordFor(job);
   try {
-    await (await deps.store()).createQueued(record);
+    const store = await deps.store();
+    await sendTurn(() => store.createQueued(record));
   } catch (err) {
     // The run is durably queued; the worker writes the record when it picks the run up.
     ctx.state.log.warn({ err }, 'could not write the queued run record');
