@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
 import { generateSigningKey, issueRunToken, type KeySet } from '../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
@@ -43,6 +44,18 @@ export interface GatewayChild {
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * The gateway's NODE_OPTIONS as the chart gives them (values.yaml `gateway.nodeOptions`, e.g. the young
+ * generation's size): the benchmark gateway runs with the flags a pod runs with. BENCH_GATEWAY_NODE_ARGS
+ * come after them on the command line, so they win.
+ */
+export function chartGatewayNodeOptions(): string {
+  const values = parseYaml(readFileSync(join(REPO_ROOT, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
+    gateway?: { nodeOptions?: string };
+  };
+  return values.gateway?.nodeOptions ?? '';
 }
 
 /** Reads a `Vm*` field of /proc/<pid>/status in bytes (NaN when unreadable, e.g. not Linux). */
@@ -232,6 +245,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         APPHOST_RUN_WORKER: String(worker),
         APPHOST_GATEWAY_PROCESSES: String(processes),
         APPHOST_BENCH_APPS: JSON.stringify([app]),
+        NODE_OPTIONS: chartGatewayNodeOptions(),
         ...(limiter ? {} : { APPHOST_BENCH_LIMITER: 'off' }),
       },
       'listening ',
