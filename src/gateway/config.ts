@@ -5,11 +5,13 @@ import { natsReplicas } from '../shared/nats/replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
 import { bool, commonEnv, int, optionalText, port, readEnv, text } from '../shared/settings.ts';
 import { type BalancerSettings, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
+import { DEFAULT_GATEWAY_KUBE_SETTINGS, type GatewayKubeSettings } from './kube-settings.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
 
 const G = DEFAULT_GATEWAY_SETTINGS;
 const B = DEFAULT_BALANCER_SETTINGS;
 const W = DEFAULT_RUN_WORKER_SETTINGS;
+const K = DEFAULT_GATEWAY_KUBE_SETTINGS;
 
 /** The balancer's variables (docs/scaling.md), read by the gateway and by `apphost dev`. */
 export const balancerEnv = {
@@ -93,6 +95,10 @@ export const GatewayEnv = z.object({
   ...balancerEnv,
   APPHOST_GATEWAY_ROUTING: z.enum(['endpoints', 'service']).default('endpoints'),
   APPHOST_CLUSTER_DOMAIN: optionalText(),
+  APPHOST_GATEWAY_KUBE_REQUEST_TIMEOUT_MS: int(K.requestTimeoutMs, { min: 1 }),
+  APPHOST_GATEWAY_WATCH_TIMEOUT_SECONDS: int(K.watchTimeoutSeconds, { min: 1 }),
+  APPHOST_GATEWAY_WATCH_IDLE_TIMEOUT_MS: int(K.watchIdleTimeoutMs, { min: 1_000 }),
+  APPHOST_GATEWAY_CACHE_SYNC_TIMEOUT_MS: int(K.syncTimeoutMs, { min: 1 }),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
@@ -139,6 +145,16 @@ export function balancerSettings(e: z.output<typeof BalancerEnv>): BalancerSetti
     unreachableBlockMs: e.APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS,
     maxRetries: e.APPHOST_GATEWAY_MAX_RETRIES,
     retryAfterSeconds: e.APPHOST_GATEWAY_RETRY_AFTER_SECONDS,
+  };
+}
+
+export function gatewayKubeSettings(e: GatewayEnv): GatewayKubeSettings {
+  return {
+    requestTimeoutMs: e.APPHOST_GATEWAY_KUBE_REQUEST_TIMEOUT_MS,
+    watchTimeoutSeconds: e.APPHOST_GATEWAY_WATCH_TIMEOUT_SECONDS,
+    watchIdleTimeoutMs: e.APPHOST_GATEWAY_WATCH_IDLE_TIMEOUT_MS,
+    syncTimeoutMs: e.APPHOST_GATEWAY_CACHE_SYNC_TIMEOUT_MS,
+    backoff: K.backoff,
   };
 }
 

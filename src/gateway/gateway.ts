@@ -89,7 +89,15 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const ownDispatcher = deps.dispatcher ? undefined : new Agent({ keepAliveTimeout: 30_000 });
   const dispatcher = deps.dispatcher ?? (ownDispatcher as Dispatcher);
   const balancer = deps.balancer ?? createObservedBalancer(DEFAULT_BALANCER_SETTINGS, deps.registry);
-  deps.resolver.watchReplicas?.(balancer);
+  // Each change of an app's routable replicas is logged: the first thing to read when calls wait.
+  deps.resolver.watchReplicas?.({
+    setReplicas(projectId, appName, replicas) {
+      if (balancer.setReplicas(projectId, appName, replicas))
+        log.info({ projectId, appName, replicas: replicas.map((r) => r.id) }, 'app replicas changed');
+    },
+    setStartFailure: (projectId, appName, failure) => balancer.setStartFailure(projectId, appName, failure),
+    replicaLoad: (projectId, appName) => balancer.replicaLoad(projectId, appName),
+  });
   const callApp =
     deps.callApp ??
     createAppCaller({

@@ -7,7 +7,7 @@
 import { availableParallelism } from 'node:os';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
-import { type GatewayEnv, parseGatewayEnv } from './config.ts';
+import { type GatewayEnv, gatewayKubeSettings, parseGatewayEnv } from './config.ts';
 import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from './processes.ts';
 
 export async function main(env: NodeJS.ProcessEnv): Promise<void> {
@@ -36,6 +36,7 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
     { createKubeAppResolver },
     { watchKeySetSecret },
     { serveGateway },
+    { gatewayKubeClient },
   ] = await Promise.all([
     import('../shared/kube/cluster-domain.ts'),
     import('../shared/kube/config.ts'),
@@ -44,8 +45,11 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
     import('./resolver/kube.ts'),
     import('./run-token-keys.ts'),
     import('./serve.ts'),
+    import('./kube-client.ts'),
   ]);
   const kc = loadKubeConfig(cfg.KUBECONFIG);
+  const kube = gatewayKubeSettings(cfg);
+  const client = gatewayKubeClient(kc, kube);
   const resolverLog = log.child({ component: 'resolver' });
   const functions =
     cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS > 0
@@ -57,6 +61,8 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
       : undefined;
   const resolver = createKubeAppResolver({
     kc,
+    client,
+    kube,
     log: resolverLog,
     routing: cfg.APPHOST_GATEWAY_ROUTING,
     clusterDomain: clusterDomain(cfg.APPHOST_CLUSTER_DOMAIN, readResolvConf),
@@ -68,6 +74,8 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
     ? undefined
     : watchKeySetSecret({
         kc,
+        client,
+        settings: kube,
         namespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
         log: log.child({ component: 'run-token-keys' }),
       });

@@ -5,8 +5,10 @@
  * minute). In `apphost dev` and tests: a JSON file, re-read on an interval. Either way the gateway starts
  * without a key set and is not ready until it has one; a later unreadable version keeps the previous set.
  */
-import { CoreV1Api, type KubeConfig, ListWatch, type V1Secret, Watch } from '@kubernetes/client-node';
-import { restartOnError } from '../shared/kube/informer-restart.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClient } from '../shared/kube/client.ts';
+import { createInformer } from '../shared/kube/informer.ts';
+import { Resources, type Secret } from '../shared/kube/objects.ts';
 import type { Logger } from '../shared/log.ts';
 import {
   type KeySet,
@@ -14,30 +16,34 @@ import {
   RUN_TOKEN_KEYS_SECRET,
   RUN_TOKEN_KEYS_SECRET_KEY,
 } from '../shared/run-tokens.ts';
-
+import { gatewayKubeClient } from './kube-client.ts';
+import {
+  DEFAULT_GATEWAY_KUBE_SETTINGS,
+  type GatewayKubeSettings,
+  gatewayInformerSettings,
+} from './kube-settings.ts';
 import type { KeySetSource } from './run-token-key-file.ts';
 
 export { type KeySetSource, RUN_TOKEN_KEYS_WAIT_POLL_MS, watchKeySetFile } from './run-token-key-file.ts';
 
 /**
  * Watches the Secret `apphost-run-token-keys` in `namespace` (a list+watch narrowed to its name, which
- * RBAC authorizes by resourceNames). Starts in the background: a failing watch is restarted.
+ * RBAC authorizes by resourceNames). Starts in the background: a failing watch is retried with backoff.
  */
-export function watchKeySetSecret(opts: { kc: KubeConfig; namespace: string; log: Logger }): KeySetSource {
+export function watchKeySetSecret(opts: {
+  kc: KubeConfig;
+  namespace: string;
+  log: Logger;
+  settings?: GatewayKubeSettings;
+  /** The API client; built from `kc` with `settings` when absent. */
+  client?: KubeClient;
+}): KeySetSource {
   const { kc, namespace, log } = opts;
-  const core = kc.makeApiClient(CoreV1Api);
-  const fieldSelector = `metadata.name=${RUN_TOKEN_KEYS_SECRET}`;
+  const s = opts.settings ?? DEFAULT_GATEWAY_KUBE_SETTINGS;
+  const client = opts.client ?? gatewayKubeClient(kc, s);
   const where = `secret ${namespace}/${RUN_TOKEN_KEYS_SECRET}`;
-  const informer = new ListWatch<V1Secret>(
-    `/api/v1/namespaces/${namespace}/secrets`,
-    new Watch(kc),
-    () => core.listNamespacedSecret({ namespace, fieldSelector }),
-    false,
-    undefined,
-    fieldSelector,
-  );
   let keys: KeySet | undefined;
-  const take = (secret: V1Secret) => {
+  const take = (secret: Secret) => {
     try {
       const data = secret.data?.[RUN_TOKEN_KEYS_SECRET_KEY];
       if (!data) throw new Error(`${where}: no key ${RUN_TOKEN_KEYS_SECRET_KEY}`);
@@ -54,21 +60,26 @@ export function watchKeySetSecret(opts: { kc: KubeConfig; namespace: string; log
       );
     }
   };
-  informer.on('add', take);
-  informer.on('update', take);
-  informer.on('delete', () => {
-    if (keys)
-      log.warn({ secret: where }, 'the run-token key Secret was deleted; keeping the key set it held');
+  const informer = createInformer<Secret>({
+    client,
+    type: Resources.Secret,
+    namespace,
+    fieldSelector: `metadata.name=${RUN_TOKEN_KEYS_SECRET}`,
+    settings: gatewayInformerSettings(s),
+    log,
+    handlers: {
+      onAdd: take,
+      onUpdate: take,
+      onDelete: () => {
+        if (keys)
+          log.warn({ secret: where }, 'the run-token key Secret was deleted; keeping the key set it held');
+      },
+    },
   });
-  let stopped = false;
-  restartOnError(informer, { name: where, log, stopped: () => stopped });
   log.info({ secret: where }, 'waiting for the run-token key set');
-  informer.start().catch((err) => log.error({ err, secret: where }, 'run-token key watch did not start'));
+  informer.start();
   return {
     current: () => keys,
-    async stop() {
-      stopped = true;
-      await informer.stop();
-    },
+    stop: () => informer.stop(),
   };
 }

@@ -148,6 +148,25 @@ describe('scaling on the real cluster', () => {
     });
     return parse(res.statusCode, await res.body.text());
   };
+  /** For a failure: each refused call's error, the app's EndpointSlices and what the gateways logged. */
+  const whyRefused = async (results: Array<{ status: number; text: string }>) => {
+    const failed = results.filter((r) => r.status !== 200);
+    if (failed.length === 0) return '';
+    const show = (p: Promise<string>) => p.catch((e) => String(e));
+    const slices = await show(kubectl('-n', project, 'get', 'endpointslices', '-o', 'yaml'));
+    const gateways = await show(
+      kubectl(
+        '-n',
+        PLATFORM_NAMESPACE,
+        'logs',
+        '-l',
+        'app.kubernetes.io/component=gateway',
+        '--prefix',
+        '--tail=150',
+      ),
+    );
+    return `${failed.map((r) => `${r.status} ${r.text}`).join('\n')}\nEndpointSlices:\n${slices}\ngateways:\n${gateways}`;
+  };
   const scaledToZero = async (name: string) => {
     const a = await getApp(name);
     const ready = a.status?.conditions?.find((c) => c.type === 'Ready');
@@ -213,23 +232,9 @@ describe('scaling on the real cluster', () => {
   it('replicaConcurrency 1, maxReplicas 1: three concurrent 1 s calls never run two at once in the pod', async () => {
     await waitFor('single serves', async () => (await timed('single', 0)).status === 200, STEP_MS, 250);
     const results = await Promise.all([1, 2, 3].map(() => timed('single', 1)));
-    const failed = results.filter((r) => r.status !== 200);
-    // A failure says which error each refused call got and what the gateways logged about it.
-    const why =
-      failed.length === 0
-        ? ''
-        : `${JSON.stringify(failed.map((r) => r.body))}\n${await kubectl(
-            '-n',
-            PLATFORM_NAMESPACE,
-            'logs',
-            '-l',
-            'app.kubernetes.io/component=gateway',
-            '--prefix',
-            '--tail=80',
-          ).catch((e) => String(e))}`;
     expect(
       results.map((r) => r.status),
-      why,
+      await whyRefused(results),
     ).toEqual([200, 200, 200]);
     expect(maxOverlap(results.map((r) => r.body as Timed))).toBe(1);
   });
@@ -280,7 +285,10 @@ describe('scaling on the real cluster', () => {
     const results = await Promise.all(
       ports.flatMap((port) => [1, 2, 3].map(() => timedVia(port, 'single', 1))),
     );
-    expect(results.map((r) => r.status)).toEqual(Array(6).fill(200));
+    expect(
+      results.map((r) => r.status),
+      await whyRefused(results),
+    ).toEqual(Array(6).fill(200));
     expect(maxOverlap(results.map((r) => r.body as Timed))).toBe(1);
   });
 

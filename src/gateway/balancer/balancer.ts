@@ -63,7 +63,8 @@ export interface Balancer {
   pool(projectId: string, appName: string, scaling: EffectiveScaling): AppPool;
   /** The pool if it exists (no limits known yet otherwise). */
   find(projectId: string, appName: string): AppPool | undefined;
-  setReplicas(projectId: string, appName: string, replicas: readonly Replica[]): void;
+  /** Replaces the app's ready replicas; true when the set changed. */
+  setReplicas(projectId: string, appName: string, replicas: readonly Replica[]): boolean;
   setStartFailure(projectId: string, appName: string, failure: StartFailure | undefined): void;
   replicaLoad(projectId: string, appName: string): Record<string, number>;
   /** Forgets an app (deleted): its waiting calls fail with `err`. */
@@ -135,10 +136,11 @@ export function createBalancer(settings: BalancerSettings, deps: BalancerDeps = 
     setReplicas(projectId, appName, replicas) {
       const key = poolKey(projectId, appName);
       const prev = replicasOf.get(key) ?? [];
-      if (sameReplicas(prev, replicas)) return;
+      if (sameReplicas(prev, replicas)) return false;
       if (replicas.length === 0) replicasOf.delete(key);
       else replicasOf.set(key, replicas);
       entries.get(key)?.pool.setReplicas(replicas);
+      return true;
     },
     setStartFailure(projectId, appName, failure) {
       const key = poolKey(projectId, appName);

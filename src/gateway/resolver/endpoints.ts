@@ -18,7 +18,10 @@ export function replicaUrl(address: string, port: number): string {
  * The ready replicas of one Service from all its slices (deduplicated, in a stable order). Only
  * endpoints whose `ready` condition is true count: terminating pods are not ready.
  */
-export function replicasFromSlices(slices: Iterable<V1EndpointSlice>, portName: string): Replica[] {
+export function replicasFromSlices(
+  slices: Iterable<Pick<V1EndpointSlice, 'addressType' | 'endpoints' | 'ports'>>,
+  portName: string,
+): Replica[] {
   const out = new Map<string, Replica>();
   for (const slice of slices) {
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue;

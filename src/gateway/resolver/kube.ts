@@ -3,43 +3,43 @@
  * DomainAssignments and the EndpointSlices of Apps' Services in all namespaces, and answers from
  * those caches (no API call per request). Each app's ready pod addresses and start failures are
  * reported to the gateway's balancer as they change, so calls go straight to pod IPs.
- * An informer that fails is restarted with a doubling delay (client-node informers stop on error).
+ * The caches are the shared informer's (src/shared/kube/informer.ts): every list is bounded, every
+ * watch ends after `watchTimeoutSeconds` (or `watchIdleTimeoutMs` of silence, a connection that died
+ * without closing) and is reopened from the last version, and a failed watch relists with backoff.
  */
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  DiscoveryV1Api,
-  type Informer,
-  type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  makeInformer,
-  type ObjectCache,
-  type V1EndpointSlice,
-  type V1Namespace,
-} from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { effectiveScaling, startFailureOf } from '../../apis/v1alpha1/scaling.ts';
 import {
-  APP_PLURAL,
   type App,
   DEFAULT_RESPONSE_GRACE_PERIOD_SECONDS,
-  DOMAIN_ASSIGNMENT_PLURAL,
   type DomainAssignment,
-  GROUP,
   HTTP_PORT_NAME,
   MANAGED_SELECTOR,
   MAX_RESPONSE_GRACE_PERIOD_SECONDS,
   PROJECT_LABEL,
-  VERSION,
 } from '../../apis/v1alpha1/types.ts';
 import type { AppResolver, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
-import { restartOnError } from '../../shared/kube/informer-restart.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { createInformer, type Informer, type InformerHandlers } from '../../shared/kube/informer.ts';
+import {
+  type EndpointSlice,
+  type Namespace,
+  type ObjectWithMeta,
+  Resources,
+  type ResourceType,
+} from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
+import { gatewayKubeClient } from '../kube-client.ts';
+import {
+  DEFAULT_GATEWAY_KUBE_SETTINGS,
+  type GatewayKubeSettings,
+  gatewayInformerSettings,
+} from '../kube-settings.ts';
 import { replicasFromSlices, SERVICE_NAME_LABEL } from './endpoints.ts';
 import type { FunctionsCache } from './functions.ts';
 
 export interface KubeAppResolver extends AppResolver {
-  /** Starts the watches; resolves once every cache has its first full list. */
+  /** Starts the watches; resolves once every cache has its first full list (bounded: `syncTimeoutMs`). */
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -67,11 +67,43 @@ export function toResolvedApp(projectId: string, app: App, upstream: string): Re
   };
 }
 
-type Watched<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
+/** What the routing table keeps of an EndpointSlice. */
+const slimSlice = (sl: EndpointSlice): EndpointSlice => ({
+  metadata: {
+    name: sl.metadata.name,
+    namespace: sl.metadata.namespace,
+    labels: sl.metadata.labels,
+    resourceVersion: sl.metadata.resourceVersion,
+  },
+  addressType: sl.addressType,
+  endpoints: sl.endpoints ?? [],
+  ...(sl.ports ? { ports: sl.ports } : {}),
+});
+const slimNamespace = (ns: Namespace): Namespace => ({
+  metadata: {
+    name: ns.metadata.name,
+    labels: ns.metadata.labels,
+    resourceVersion: ns.metadata.resourceVersion,
+    ...(ns.metadata.deletionTimestamp ? { deletionTimestamp: ns.metadata.deletionTimestamp } : {}),
+  },
+});
+/** The Service a slice belongs to, as `namespace/name` (the index of the slices cache). */
+const sliceService = (sl: EndpointSlice): string | undefined => {
+  const svc = sl.metadata.labels?.[SERVICE_NAME_LABEL];
+  return svc && sl.metadata.namespace ? `${sl.metadata.namespace}/${svc}` : undefined;
+};
+const onEveryChange = <T extends ObjectWithMeta>(fn: (obj: T) => void): InformerHandlers<T> => ({
+  onAdd: fn,
+  onUpdate: fn,
+  onDelete: fn,
+});
 
 export function createKubeAppResolver(deps: {
   kc: KubeConfig;
   log: Logger;
+  /** The API client; built from `kc` with `kube` settings when absent. */
+  client?: KubeClient;
+  kube?: GatewayKubeSettings;
   /** DNS domain of the cluster's Services, for Service URLs (default cluster.local). */
   clusterDomain?: string;
   upstreamFor?: (namespace: string, appName: string) => string;
@@ -83,51 +115,19 @@ export function createKubeAppResolver(deps: {
   /** Learns Cortex apps' functions from `GET /functions`; without it functions stay unknown. */
   functions?: FunctionsCache;
 }): KubeAppResolver {
-  const { kc, log } = deps;
+  const { log } = deps;
+  const ks = deps.kube ?? DEFAULT_GATEWAY_KUBE_SETTINGS;
+  const client = deps.client ?? gatewayKubeClient(deps.kc, ks);
   const clusterDomain = deps.clusterDomain ?? 'cluster.local';
   const upstreamFor =
     deps.upstreamFor ?? ((ns: string, app: string) => serviceUpstream(ns, app, clusterDomain));
   const byEndpoints = (deps.routing ?? 'endpoints') === 'endpoints';
-  const core = kc.makeApiClient(CoreV1Api);
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const discovery = kc.makeApiClient(DiscoveryV1Api);
-  const listCustom =
-    <T extends KubernetesObject>(plural: string) =>
-    async () =>
-      (await custom.listClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural,
-      })) as KubernetesListObject<T>;
-
-  const namespaces: Watched<V1Namespace> = makeInformer(
-    kc,
-    '/api/v1/namespaces',
-    () => core.listNamespace({ labelSelector: PROJECT_LABEL }),
-    PROJECT_LABEL,
-  );
-  const apps: Watched<App & KubernetesObject> = makeInformer(
-    kc,
-    `/apis/${GROUP}/${VERSION}/${APP_PLURAL}`,
-    listCustom<App & KubernetesObject>(APP_PLURAL),
-  );
-  const domains: Watched<DomainAssignment & KubernetesObject> = makeInformer(
-    kc,
-    `/apis/${GROUP}/${VERSION}/${DOMAIN_ASSIGNMENT_PLURAL}`,
-    listCustom<DomainAssignment & KubernetesObject>(DOMAIN_ASSIGNMENT_PLURAL),
-  );
-  // The EndpointSlice controller copies the Service's labels (ours carry MANAGED_SELECTOR) to its slices.
-  const slices: Watched<V1EndpointSlice & KubernetesObject> | undefined = byEndpoints
-    ? makeInformer(
-        kc,
-        '/apis/discovery.k8s.io/v1/endpointslices',
-        () =>
-          discovery.listEndpointSliceForAllNamespaces({ labelSelector: MANAGED_SELECTOR }) as Promise<
-            KubernetesListObject<V1EndpointSlice & KubernetesObject>
-          >,
-        MANAGED_SELECTOR,
-      )
-    : undefined;
+  const informerSettings = gatewayInformerSettings(ks);
+  const watch = <T extends ObjectWithMeta>(
+    type: ResourceType,
+    handlers: InformerHandlers<T>,
+    extra: Pick<Parameters<typeof createInformer<T>>[0], 'labelSelector' | 'transform' | 'indexBy'> = {},
+  ): Informer<T> => createInformer<T>({ client, type, settings: informerSettings, handlers, log, ...extra });
 
   // Derived lookups, rebuilt lazily after any change.
   let projectNs: Map<string, string> | undefined;
@@ -138,20 +138,62 @@ export function createKubeAppResolver(deps: {
     nsProject = undefined;
     hosts = undefined;
   };
-  const projects = () => {
+
+  // Reporting replicas and start failures to the balancer (after every change that affects them).
+  let sink: ReplicaSink | undefined;
+  /** One ready replica URL per ns/app, for the functions lookup. */
+  const firstReplica = new Map<string, string>();
+
+  const namespaces = watch<Namespace>(
+    Resources.Namespace,
+    onEveryChange(() => {
+      invalidate();
+      pushAll();
+    }),
+    { labelSelector: PROJECT_LABEL, transform: slimNamespace },
+  );
+  const apps = watch<App>(Resources.App, {
+    onAdd: (app) => {
+      invalidate();
+      pushApp(app);
+    },
+    onUpdate: (app) => {
+      invalidate();
+      pushApp(app);
+    },
+    onDelete: (app) => {
+      invalidate();
+      const projectId = projects().nsProject.get(app.metadata.namespace ?? '');
+      if (projectId) sink?.setReplicas(projectId, app.metadata.name, []);
+    },
+  });
+  const domains = watch<DomainAssignment>(Resources.DomainAssignment, onEveryChange(invalidate));
+  // The EndpointSlice controller copies the Service's labels (ours carry MANAGED_SELECTOR) to its slices.
+  const slices = byEndpoints
+    ? watch<EndpointSlice>(
+        Resources.EndpointSlice,
+        onEveryChange((sl) => {
+          const key = sliceService(sl);
+          if (key) pushService(key);
+        }),
+        { labelSelector: MANAGED_SELECTOR, transform: slimSlice, indexBy: sliceService },
+      )
+    : undefined;
+
+  function projects() {
     if (!projectNs || !nsProject) {
       projectNs = new Map();
       nsProject = new Map();
       for (const ns of namespaces.list()) {
-        const project = ns.metadata?.labels?.[PROJECT_LABEL];
-        const name = ns.metadata?.name;
-        if (!project || !name || ns.metadata?.deletionTimestamp) continue;
+        const project = ns.metadata.labels?.[PROJECT_LABEL];
+        const name = ns.metadata.name;
+        if (!project || !name || ns.metadata.deletionTimestamp) continue;
         projectNs.set(project, name);
         nsProject.set(name, project);
       }
     }
     return { projectNs, nsProject };
-  };
+  }
   const hostTable = () => {
     if (!hosts) {
       hosts = new Map();
@@ -167,90 +209,60 @@ export function createKubeAppResolver(deps: {
     return hosts;
   };
 
-  // Reporting replicas and start failures to the balancer (after every change that affects them).
-  let sink: ReplicaSink | undefined;
-  const serviceOf = (slice: V1EndpointSlice & KubernetesObject) => {
-    const ns = slice.metadata?.namespace;
-    const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-    return ns && svc ? { ns, svc } : undefined;
-  };
-  /** One ready replica URL per ns/app, for the functions lookup. */
-  const firstReplica = new Map<string, string>();
-  const pushService = (ns: string, svc: string) => {
+  /** Reports one Service's ready replicas (`key` is `namespace/name`). */
+  function pushService(key: string) {
     if (!slices) return;
-    const own = slices.list(ns).filter((sl) => sl.metadata?.labels?.[SERVICE_NAME_LABEL] === svc);
-    const replicas = replicasFromSlices(own, HTTP_PORT_NAME);
+    const replicas = replicasFromSlices(slices.byIndex(key), HTTP_PORT_NAME);
     const first = replicas[0]?.url;
-    if (first) firstReplica.set(`${ns}/${svc}`, first);
-    else firstReplica.delete(`${ns}/${svc}`);
-    const projectId = projects().nsProject.get(ns);
-    if (sink && projectId) sink.setReplicas(projectId, svc, replicas);
-  };
-  const pushApp = (app: App | undefined) => {
+    if (first) firstReplica.set(key, first);
+    else firstReplica.delete(key);
+    const slash = key.indexOf('/');
+    const projectId = projects().nsProject.get(key.slice(0, slash));
+    if (sink && projectId) sink.setReplicas(projectId, key.slice(slash + 1), replicas);
+  }
+  function pushApp(app: App | undefined) {
     const ns = app?.metadata.namespace;
     const projectId = ns ? projects().nsProject.get(ns) : undefined;
     if (!sink || !app || !projectId) return;
     sink.setStartFailure(projectId, app.metadata.name, startFailureOf(app));
-  };
-  const pushAll = () => {
+  }
+  function pushAll() {
     const seen = new Set<string>();
     for (const slice of slices?.list() ?? []) {
-      const s = serviceOf(slice);
-      if (!s || seen.has(`${s.ns}/${s.svc}`)) continue;
-      seen.add(`${s.ns}/${s.svc}`);
-      pushService(s.ns, s.svc);
+      const key = sliceService(slice);
+      if (!key || seen.has(key)) continue;
+      seen.add(key);
+      pushService(key);
     }
     for (const app of apps.list()) pushApp(app);
-  };
-
-  const informers: Array<[string, Watched<KubernetesObject>]> = [
-    ['namespaces', namespaces as unknown as Watched<KubernetesObject>],
-    ['apps', apps as unknown as Watched<KubernetesObject>],
-    ['domainassignments', domains as unknown as Watched<KubernetesObject>],
-    ...(slices
-      ? [
-          ['endpointslices', slices as unknown as Watched<KubernetesObject>] as [
-            string,
-            Watched<KubernetesObject>,
-          ],
-        ]
-      : []),
-  ];
-  for (const verb of ['add', 'update', 'delete'] as const) {
-    namespaces.on(verb, () => {
-      invalidate();
-      pushAll();
-    });
-    apps.on(verb, (app) => {
-      invalidate();
-      if (verb === 'delete') {
-        const projectId = projects().nsProject.get(app.metadata.namespace ?? '');
-        if (projectId) sink?.setReplicas(projectId, app.metadata.name, []);
-      } else pushApp(app);
-    });
-    domains.on(verb, invalidate);
-    slices?.on(verb, (slice) => {
-      const s = serviceOf(slice);
-      if (s) pushService(s.ns, s.svc);
-    });
   }
-  let stopped = false;
-  for (const [name, inf] of informers) restartOnError(inf, { name, log, stopped: () => stopped });
 
+  const informers = [namespaces, apps, domains, ...(slices ? [slices] : [])];
   return {
     async start() {
-      await Promise.all(informers.map(([, inf]) => inf.start()));
+      for (const inf of informers) inf.start();
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`the gateway's caches were not filled within ${ks.syncTimeoutMs} ms`)),
+          ks.syncTimeoutMs,
+        );
+      });
+      try {
+        await Promise.race([Promise.all(informers.map((inf) => inf.waitForSync())), bound]);
+      } finally {
+        clearTimeout(timer);
+      }
       invalidate();
       pushAll();
     },
     async stop() {
-      stopped = true;
-      await Promise.all(informers.map(([, inf]) => inf.stop()));
+      await Promise.all(informers.map((inf) => inf.stop()));
     },
     async resolve(projectId, appName) {
       const ns = projects().projectNs.get(projectId);
       if (!ns) return undefined;
-      const app = apps.get(appName, ns);
+      const app = apps.get(ns, appName);
       if (!app || app.metadata.deletionTimestamp) return undefined;
       const resolved = toResolvedApp(projectId, app, upstreamFor(ns, appName));
       // Asked of one ready pod directly when routing by endpoints (no cluster DNS needed).

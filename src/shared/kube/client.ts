@@ -39,7 +39,7 @@ export interface KubeClient {
   /** Every object (all pages), with the list's resourceVersion to watch from. */
   list<T extends ObjectWithMeta>(
     type: ResourceType,
-    opts?: { namespace?: string; labelSelector?: string },
+    opts?: { namespace?: string; labelSelector?: string; fieldSelector?: string },
   ): Promise<ListResult<T>>;
   /**
    * Streams watch events (bookmarks included) until the server ends the watch, `signal` aborts or the
@@ -52,6 +52,7 @@ export interface KubeClient {
       resourceVersion: string;
       namespace?: string;
       labelSelector?: string;
+      fieldSelector?: string;
       timeoutSeconds: number;
       signal: AbortSignal;
       onEvent: (ev: WatchEvent<T>) => void;
@@ -136,7 +137,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
 
     async list<T extends ObjectWithMeta>(
       type: ResourceType,
-      o: { namespace?: string; labelSelector?: string } = {},
+      o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
     ) {
       api.header(type);
       const items: T[] = [];
@@ -151,7 +152,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
             undefined,
             undefined,
             undefined,
-            undefined,
+            o.fieldSelector,
             o.labelSelector,
             PAGE_SIZE,
             cont,
@@ -194,6 +195,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
               resourceVersion: w.resourceVersion,
               timeoutSeconds: w.timeoutSeconds,
               labelSelector: w.labelSelector,
+              fieldSelector: w.fieldSelector,
             },
             (phase, object) => {
               if (settled) return;

@@ -1,6 +1,6 @@
 /**
  * List-then-watch cache of one resource type (cluster-wide unless a namespace is given), on a KubeClient.
- * The operator's controllers and the gateway's resolver use it (client-node's informer has no transform,
+ * The operator's controllers and the gateway's resolver and key-set watch use it (client-node's informer has no transform,
  * index, resync or sync wait). The watch restarts from the last seen resourceVersion (after the server
  * ends it or it was idle), relists when that version is gone (410), backs off
  * exponentially on errors, and every `resyncPeriodMs` hands every cached object to `onResync` so a
@@ -59,6 +59,7 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
   /** Watch one namespace only; all namespaces when absent. */
   namespace?: string | undefined;
   labelSelector?: string;
+  fieldSelector?: string;
   settings: InformerSettings;
   handlers: InformerHandlers<T>;
   log: Logger;
@@ -107,6 +108,7 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
   let resyncTimer: NodeJS.Timeout | undefined;
   const selector = {
     ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+    ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
     ...(opts.namespace ? { namespace: opts.namespace } : {}),
   };
 
