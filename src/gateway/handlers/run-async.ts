@@ -47,9 +47,10 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
     acceptedAt,
     gracePeriodSeconds: run.app.gracePeriodSeconds,
   };
-  const payload = JSON.stringify(job);
+  // Encoded once: its size is checked and the same bytes are published (a string would be encoded again).
+  const payload = Buffer.from(JSON.stringify(job));
   const limit = deps.maxJobBytes();
-  if (Buffer.byteLength(payload) > limit) {
+  if (payload.length > limit) {
     // The body travels base64-encoded inside the job, so async bodies are limited to ~3/4 of this.
     throw withLegacyLimitBytes(
       payloadTooLarge(Math.floor((limit * 3) / 4) - 4096, 'request body is too large for an async run'),
