@@ -21,8 +21,8 @@ export interface GatewayKubeSettings {
 
 export const DEFAULT_GATEWAY_KUBE_SETTINGS: GatewayKubeSettings = {
   requestTimeoutMs: 30_000,
-  watchTimeoutSeconds: 60,
-  watchIdleTimeoutMs: 90_000,
+  watchTimeoutSeconds: 30,
+  watchIdleTimeoutMs: 45_000,
   syncTimeoutMs: 60_000,
   backoff: { baseDelayMs: 500, maxDelayMs: 30_000 },
 };

@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   APP_PLURAL,
@@ -9,12 +9,14 @@ import {
   PROJECT_LABEL,
   VERSION,
 } from '../../../src/apis/v1alpha1/types.ts';
+import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../../src/gateway/kube-settings.ts';
 import { createFunctionsCache, type FunctionsCache } from '../../../src/gateway/resolver/functions.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { applyProjectCrds } from '../../harness/crds.ts';
 import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
 import { waitFor } from '../../harness/process.ts';
+import { startTcpRelay } from '../../harness/tcp-relay.ts';
 import { closeServer, listen } from './helpers.ts';
 
 const WATCH_WAIT_MS = 30_000;
@@ -254,4 +256,70 @@ it('reports each app’s ready pod addresses from its EndpointSlices, and why it
   await waitFor('start failure reported', async () => failures.get(key) !== undefined, WATCH_WAIT_MS);
   expect(failures.get(key)).toBe('CrashLoopBackOff: main.py raised ImportError: No module named numpy');
   expect((await resolver.resolve(project, 'web'))?.startFailure?.reason).toBe('CrashLoopBackOff');
+});
+
+it('routes by fresh replicas again after its API connections go silent without closing, within the watch idle bound', async () => {
+  const IDLE_MS = 2_000;
+  const apiserver = new URL(kc.getCurrentCluster()?.server ?? '');
+  const relay = await startTcpRelay({ host: apiserver.hostname, port: Number(apiserver.port) });
+  const viaRelay = new KubeConfig();
+  viaRelay.loadFromOptions({
+    clusters: kc.clusters.map((c) => ({ ...c, server: `https://${relay.address}` })),
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.currentContext,
+  });
+  const r = createKubeAppResolver({
+    kc: viaRelay,
+    log: silentLogger(),
+    kube: { ...DEFAULT_GATEWAY_KUBE_SETTINGS, watchIdleTimeoutMs: IDLE_MS, requestTimeoutMs: 5_000 },
+  });
+  const seen = new Map<string, string[]>();
+  r.watchReplicas?.({
+    setReplicas: (p, a, list) =>
+      seen.set(
+        `${p}/${a}`,
+        list.map((x) => x.id),
+      ),
+    setStartFailure: () => {},
+  });
+  try {
+    await r.start();
+    const discovery = kc.makeApiClient(DiscoveryV1Api);
+    const slice = (addresses: string[]) => ({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: {
+        name: 'relayed-a',
+        namespace: ns,
+        labels: {
+          'kubernetes.io/service-name': 'relayed',
+          'app.kubernetes.io/managed-by': 'apphost-operator',
+          'endpointslice.kubernetes.io/managed-by': 'test.apphost.dev',
+        },
+      },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),
+    });
+    const key = `${project}/relayed`;
+    await discovery.createNamespacedEndpointSlice({ namespace: ns, body: slice(['10.2.0.1']) });
+    await waitFor('first replica reported', async () => seen.get(key)?.length === 1, WATCH_WAIT_MS);
+
+    // Every watch connection of the resolver now carries nothing and never closes.
+    relay.freeze();
+    expect(relay.frozen()).toBeGreaterThan(0);
+    await discovery.replaceNamespacedEndpointSlice({
+      name: 'relayed-a',
+      namespace: ns,
+      body: slice(['10.2.0.1', '10.2.0.2']),
+    });
+    // The watch is given up after the idle bound and reopened on a fresh connection, from its last
+    // version, so the change arrives (client-node's own inactivity bound alone would take 30 s).
+    await waitFor('second replica reported', async () => seen.get(key)?.length === 2, 5 * IDLE_MS);
+    expect(seen.get(key)).toEqual(['10.2.0.1:8080', '10.2.0.2:8080']);
+  } finally {
+    await r.stop();
+    await relay.close();
+  }
 });
