@@ -1,0 +1,231 @@
+/**
+ * `node bench/compare.ts <variant> <variant> ...`: the gateway of several commits (or of one commit with
+ * different node flags) against one runtime and one NATS server, under the sync load, with the rounds
+ * interleaved (the order reversed every other round) so a burst of other work on the machine hits every
+ * variant alike. A variant is `<name>=<commit>[:<node flags>]`, e.g.
+ * `before=5976733 after=HEAD after-semi8=HEAD:--max-semi-space-size=8`; each commit's `src/` and `bench/`
+ * are exported (`git archive`) into a temp directory that uses this checkout's node_modules.
+ * Prints per round each variant's req/s, p50/p99 and gateway CPU per call (/proc/<pid>/stat), then SSE
+ * time to first event (sequential, alternating with the direct runtime), and per variant the median CPU
+ * per call, peak RSS (VmHWM) and its V8 heap spaces after the load. Nothing is written to RESULTS.md.
+ * Settings: COMPARE_ROUNDS (4), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60),
+ * BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
+ */
+import { execFileSync } from 'node:child_process';
+import { symlinkSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { Agent, request } from 'undici';
+import { generateSigningKey, issueRunToken } from '../src/shared/run-tokens.ts';
+import { freePort } from '../test/harness/process.ts';
+import { type LoadResult, pickLoadGenerator } from './support/load.ts';
+import {
+  APP,
+  createParts,
+  PLATFORM_KEY,
+  PROJECT,
+  procCpuSeconds,
+  procStatusBytes,
+  REPO_ROOT,
+  STOP_GRACE_MS,
+  startNodeChild,
+  tempDir,
+} from './support/parts.ts';
+import { ECHO_BODY } from './sync-overhead.ts';
+
+const num = (name: string, def: number) => Number(process.env[name] ?? def);
+const ROUNDS = num('COMPARE_ROUNDS', 4);
+const SECONDS = num('COMPARE_SECONDS', 8);
+const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
+const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
+const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
+/** Unmeasured SSE calls per variant first. */
+const SSE_WARMUP = 10;
+
+const specs = process.argv.slice(2).map((arg) => {
+  const m = /^([\w.-]+)=([^:]+)(?::(.*))?$/.exec(arg);
+  if (!m?.[1] || !m[2]) throw new Error(`"${arg}" is not <name>=<commit>[:<node flags>]`);
+  return { name: m[1], commit: m[2], flags: (m[3] ?? '').split(' ').filter(Boolean) };
+});
+if (specs.length < 2) {
+  process.stderr.write('usage: node bench/compare.ts <name>=<commit>[:<node flags>] <name>=<commit> ...\n');
+  process.exit(2);
+}
+
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
+
+/** One tree per commit: its src/ and bench/ (and test/harness, which bench imports), this node_modules. */
+const trees = new Map<string, string>();
+for (const { commit } of specs) {
+  if (trees.has(commit)) continue;
+  const dir = tempDir('apphost-compare-');
+  const tar = execFileSync(
+    'git',
+    ['-C', REPO_ROOT, 'archive', commit, 'src', 'bench', 'test/harness', 'charts'],
+    {
+      maxBuffer: 256 * 1024 * 1024,
+    },
+  );
+  execFileSync('tar', ['-x', '-C', dir], { input: tar });
+  symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'));
+  writeFileSync(
+    join(dir, 'package.json'),
+    execFileSync('git', ['-C', REPO_ROOT, 'show', `${commit}:package.json`]),
+  );
+  trees.set(commit, dir);
+}
+
+const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
+const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
+try {
+  const [nats, rt] = await Promise.all([parts.nats(), parts.runtime()]);
+  const keys = { keys: [await generateSigningKey()] };
+  const keyFile = join(parts.logDir, 'compare-keys.json');
+  writeFileSync(keyFile, JSON.stringify(keys), { mode: 0o600 });
+  const token = await issueRunToken(keys, PROJECT, new Date(Date.now() + 6 * 3600_000));
+  const app = {
+    projectId: PROJECT,
+    appName: APP,
+    runtime: 'cortex',
+    upstream: rt.url,
+    ready: true,
+    gracePeriodSeconds: 900,
+    functions: ['echo', 'first'],
+  };
+  const gateways = [];
+  for (const s of specs) {
+    const [port, opsPort] = [await freePort(), await freePort()];
+    const { proc, line } = await startNodeChild(
+      `gateway-${s.name}`,
+      join(trees.get(s.commit) as string, 'bench', 'gateway-entry.ts'),
+      {
+        NATS_URL: nats.url,
+        APPHOST_LOG_LEVEL: 'warn',
+        APPHOST_OPS_PORT: String(opsPort),
+        APPHOST_GATEWAY_PORT: String(port),
+        APPHOST_GATEWAY_HOST: '127.0.0.1',
+        APPHOST_PLATFORM_KEY: PLATFORM_KEY,
+        APPHOST_RUN_TOKEN_KEYS_FILE: keyFile,
+        APPHOST_RUN_WORKER: 'false',
+        APPHOST_BENCH_APPS: JSON.stringify([app]),
+        // The flags are the variant's own, not the chart's.
+        NODE_OPTIONS: '',
+      },
+      'listening ',
+      parts.logDir,
+      s.flags,
+    );
+    const pid = Number(line.split(' ')[2]);
+    gateways.push({
+      ...s,
+      pid,
+      proc,
+      url: `http://127.0.0.1:${port}/v4/${PROJECT}/${APP}`,
+      opsUrl: `http://127.0.0.1:${opsPort}`,
+      idle: procStatusBytes(pid, 'VmRSS'),
+      rounds: [] as Array<LoadResult & { cpuMs: number }>,
+    });
+  }
+  process.stdout.write(
+    `load average ${load()} at the start; idle RSS ${gateways.map((g) => `${g.name} ${mib(g.idle)}`).join(', ')}\n`,
+  );
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const g of r % 2 ? [...gateways].reverse() : gateways) {
+      const spec = {
+        url: `${g.url}/echo`,
+        method: 'POST' as const,
+        headers,
+        body: ECHO_BODY,
+        connections: CONNECTIONS,
+        durationSeconds: SECONDS,
+      };
+      if (WARMUP > 0) await loadGen.run({ ...spec, durationSeconds: WARMUP });
+      const cpu0 = procCpuSeconds(g.pid);
+      const x = await loadGen.run(spec);
+      const cpuMs = ((procCpuSeconds(g.pid) - cpu0) * 1000) / x.requests;
+      g.rounds.push({ ...x, cpuMs });
+      process.stdout.write(
+        `round ${r + 1} ${g.name}: ${x.rps.toFixed(0)} req/s, p50 ${x.p50Ms.toFixed(2)} ms, p99 ${x.p99Ms.toFixed(2)} ms, ` +
+          `CPU per call ${cpuMs.toFixed(3)} ms, ${x.non2xx + x.errors} errors; load average ${load()}\n`,
+      );
+    }
+  }
+
+  // SSE time to first event: sequential calls, alternating the direct runtime and every gateway.
+  const agent = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+  const firstEvent = async (url: string, h: Record<string, string>) => {
+    const t0 = performance.now();
+    const res = await request(url, {
+      method: 'POST',
+      headers: { ...h, accept: 'text/event-stream', 'content-type': 'application/json' },
+      body: '{}',
+      dispatcher: agent,
+    });
+    let seen = '';
+    let first = Number.NaN;
+    for await (const chunk of res.body) {
+      seen += (chunk as Buffer).toString('utf8');
+      if (Number.isNaN(first) && seen.includes('data:')) first = performance.now() - t0;
+    }
+    return first;
+  };
+  const sse = [
+    { name: 'direct runtime', url: `${rt.url}/first`, h: {} as Record<string, string> },
+    ...gateways.map((g) => ({
+      name: g.name,
+      url: `${g.url}/first`,
+      h: { authorization: headers.authorization },
+    })),
+  ];
+  const samples = sse.map(() => [] as number[]);
+  try {
+    for (let i = 0; i < SSE_WARMUP + SSE_CALLS; i++) {
+      for (const [k, v] of sse.entries()) {
+        const ms = await firstEvent(v.url, v.h);
+        if (i >= SSE_WARMUP) samples[k]?.push(ms);
+      }
+    }
+  } finally {
+    await agent.close();
+  }
+  const direct = median(samples[0] ?? []);
+  for (const [k, v] of sse.entries()) {
+    const m = median(samples[k] ?? []);
+    process.stdout.write(
+      `SSE first event ${v.name}: median ${m.toFixed(3)} ms, added ${(m - direct).toFixed(3)} ms\n`,
+    );
+  }
+
+  for (const g of gateways) {
+    let heap = '';
+    try {
+      const text = await (await fetch(`${g.opsUrl}/metrics`)).text();
+      const pick = (re: RegExp) =>
+        Number(
+          text
+            .split('\n')
+            .find((l) => re.test(l))
+            ?.split(' ')[1],
+        );
+      heap = `, heap total ${mib(pick(/^nodejs_heap_size_total_bytes /))} (new space ${mib(pick(/^nodejs_heap_space_size_total_bytes\{space="new"\}/))}), used ${mib(pick(/^nodejs_heap_size_used_bytes /))}`;
+    } catch {
+      // heap figures stay out
+    }
+    const cpu = g.rounds.map((x) => x.cpuMs);
+    process.stdout.write(
+      `${g.name} (${g.commit}${g.flags.length ? ` ${g.flags.join(' ')}` : ''}): CPU per call median ${median(cpu).toFixed(3)} ms ` +
+        `(${Math.min(...cpu).toFixed(3)}–${Math.max(...cpu).toFixed(3)}), median ${median(g.rounds.map((x) => x.rps)).toFixed(0)} req/s, ` +
+        `p50 ${median(g.rounds.map((x) => x.p50Ms)).toFixed(2)} ms; peak RSS ${mib(procStatusBytes(g.pid, 'VmHWM'))} (idle ${mib(g.idle)})${heap}\n`,
+    );
+    await g.proc.stop(STOP_GRACE_MS);
+  }
+  process.stdout.write(`load average ${load()} at the end\n`);
+} finally {
+  await parts.stop();
+}
