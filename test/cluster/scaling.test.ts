@@ -148,24 +148,33 @@ describe('scaling on the real cluster', () => {
     });
     return parse(res.statusCode, await res.body.text());
   };
-  /** For a failure: each refused call's error, the app's EndpointSlices and what the gateways logged. */
-  const whyRefused = async (results: Array<{ status: number; text: string }>) => {
+  /**
+   * For a failure: each refused call's error, the app's EndpointSlices, and what each gateway pod sees
+   * of the app (its balancer gauges, read through the API server's pod proxy) and logged.
+   */
+  const whyRefused = async (app: string, results: Array<{ status: number; text: string }>) => {
     const failed = results.filter((r) => r.status !== 200);
     if (failed.length === 0) return '';
     const show = (p: Promise<string>) => p.catch((e) => String(e));
     const slices = await show(kubectl('-n', project, 'get', 'endpointslices', '-o', 'yaml'));
-    const gateways = await show(
-      kubectl(
-        '-n',
-        PLATFORM_NAMESPACE,
-        'logs',
-        '-l',
-        'app.kubernetes.io/component=gateway',
-        '--prefix',
-        '--tail=150',
-      ),
-    );
-    return `${failed.map((r) => `${r.status} ${r.text}`).join('\n')}\nEndpointSlices:\n${slices}\ngateways:\n${gateways}`;
+    const pods = (
+      await kc.makeApiClient(CoreV1Api).listNamespacedPod({
+        namespace: PLATFORM_NAMESPACE,
+        labelSelector: 'app.kubernetes.io/component=gateway',
+      })
+    ).items.map((p) => p.metadata?.name ?? '');
+    const views: string[] = [];
+    for (const pod of pods) {
+      const metrics = await show(
+        kubectl('get', '--raw', `/api/v1/namespaces/${PLATFORM_NAMESPACE}/pods/${pod}:9090/proxy/metrics`),
+      );
+      const mine = metrics
+        .split('\n')
+        .filter((l) => l.startsWith('apphost_gateway_') && l.includes(`app="${app}"`));
+      const logs = await show(kubectl('-n', PLATFORM_NAMESPACE, 'logs', pod, '--tail=150'));
+      views.push(`--- ${pod}: balancer\n${mine.join('\n')}\n--- ${pod}: log\n${logs}`);
+    }
+    return `${failed.map((r) => `${r.status} ${r.text}`).join('\n')}\nEndpointSlices:\n${slices}\n${views.join('\n')}`;
   };
   const scaledToZero = async (name: string) => {
     const a = await getApp(name);
@@ -234,7 +243,7 @@ describe('scaling on the real cluster', () => {
     const results = await Promise.all([1, 2, 3].map(() => timed('single', 1)));
     expect(
       results.map((r) => r.status),
-      await whyRefused(results),
+      await whyRefused('single', results),
     ).toEqual([200, 200, 200]);
     expect(maxOverlap(results.map((r) => r.body as Timed))).toBe(1);
   });
@@ -287,7 +296,7 @@ describe('scaling on the real cluster', () => {
     );
     expect(
       results.map((r) => r.status),
-      await whyRefused(results),
+      await whyRefused('single', results),
     ).toEqual(Array(6).fill(200));
     expect(maxOverlap(results.map((r) => r.body as Timed))).toBe(1);
   });

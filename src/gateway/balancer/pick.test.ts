@@ -19,9 +19,10 @@ describe('pickReplica', () => {
 });
 
 describe('nextUnblock', () => {
-  it('is the earliest block end of a replica with room', () => {
-    expect(nextUnblock([r(0, 900), r(0, 700), r(5, 300)], 5, 200)).toBe(700);
-    expect(nextUnblock([r(5, 300)], 5, 200)).toBeUndefined();
-    expect(nextUnblock([r(0, 100)], 5, 200)).toBeUndefined();
+  it('is the earliest block end of a replica with room, even one already past; none when all are full', () => {
+    expect(nextUnblock([r(0, 900), r(0, 700), r(5, 300)], 5)).toBe(700);
+    expect(nextUnblock([r(5, 300)], 5)).toBeUndefined();
+    // The block ended between the failed pick and this look: try again at once, not never.
+    expect(nextUnblock([r(0, 100), r(0, 900)], 5)).toBe(100);
   });
 });

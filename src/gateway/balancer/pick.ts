@@ -32,16 +32,15 @@ export function pickReplica(
   return best;
 }
 
-/** The earliest time a blocked replica with room frees up, or undefined when none would. */
-export function nextUnblock(
-  replicas: readonly ReplicaLoad[],
-  capacity: number,
-  now: number,
-): number | undefined {
+/**
+ * When a call waiting for a slot can next be placed: the earliest block end of a replica with room —
+ * possibly already past, since the clock moves on between a failed pick and this look (the caller
+ * then tries again at once). Undefined when every replica is full (a freed slot dispatches instead).
+ */
+export function nextUnblock(replicas: readonly ReplicaLoad[], capacity: number): number | undefined {
   let at: number | undefined;
   for (const r of replicas) {
-    if (r.inflight < capacity && r.blockedUntil > now)
-      at = at === undefined ? r.blockedUntil : Math.min(at, r.blockedUntil);
+    if (r.inflight < capacity) at = at === undefined ? r.blockedUntil : Math.min(at, r.blockedUntil);
   }
   return at;
 }

@@ -186,6 +186,29 @@ describe('AppPool refusals (runtime backstop, shutting down, connection refused)
   });
 });
 
+describe('AppPool retries after a block', () => {
+  it('a waiting call is placed when the block ends even if the clock passes it between the failed pick and the next look', async () => {
+    // The pool's clock, ticking once per read from the moment the block is about to end.
+    let t = 0;
+    let ticking = false;
+    const now = () => (ticking ? t++ : t);
+    const pool = new AppPool('p/a', settings({ capacity: 1, queueTimeoutMs: 10_000 }), { now });
+    pool.setReplicas(replicas('r1'));
+    (await pool.acquire()).refuse(100);
+    const retry = pool.acquire({ requeue: { deadline: 10_000 } });
+    expect(await settled([retry])).toEqual([false]);
+    // The unblock timer fires with the clock 1 ms short of the block's end (timers and the wall clock
+    // differ by a tick): the pick fails at 99, the next look is at 100.
+    t = 99;
+    ticking = true;
+    await vi.advanceTimersByTimeAsync(100);
+    ticking = false;
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await settled([retry])).toEqual([true]);
+    expect((await retry).replica.id).toBe('r1');
+  });
+});
+
 describe('AppPool replica changes', () => {
   it('a replica that leaves keeps its in-flight count if it comes back', async () => {
     const pool = new AppPool('p/a', settings({ capacity: 1 }));

@@ -298,7 +298,7 @@ export class AppPool {
     this.#unblock = undefined;
     if (this.#queue.length === 0) return;
     const now = this.#now();
-    const at = nextUnblock(this.#replicas, this.#s.capacity, now);
+    const at = nextUnblock(this.#replicas, this.#s.capacity);
     if (at === undefined) return;
     this.#unblock = setTimeout(() => this.#dispatch(), Math.max(1, at - now));
     this.#unblock.unref?.();
