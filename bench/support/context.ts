@@ -17,7 +17,7 @@ export interface BenchSettings {
   rounds: number;
   /** Sequential requests per streaming variant (BENCH_STREAM_REQUESTS, default 50). */
   streamRequests: number;
-  /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 1000). */
+  /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 10 000). */
   webhookBacklog: number;
   /** Webhook jobs published at a steady pace for the delay figures (BENCH_WEBHOOK_PACED, default 200). */
   webhookPaced: number;
