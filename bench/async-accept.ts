@@ -11,7 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../src/runs/settings.ts';
 import { RUNS_STREAM } from '../src/shared/contracts/messaging.ts';
 import { type BenchContext, errorNote } from './support/context.ts';
-import { APP, PROJECT, STOP_GRACE_MS } from './support/parts.ts';
+import { APP, PROJECT, STOP_GRACE_MS, treeCpuSeconds } from './support/parts.ts';
 import { fmtMs, fmtRate, sleep } from './support/stats.ts';
 
 /** Bound on draining the queued runs with the run worker (a partial figure is reported after it). */
@@ -67,7 +67,10 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
     };
     if (settings.warmupSeconds > 0) await load.run(spec);
     const before = await messages();
+    const cpu0 = treeCpuSeconds(gw.pid);
     const r = await load.run({ ...spec, durationSeconds: settings.durationSeconds });
+    // Gateway CPU per accept (/proc): steadier than accepts/s on a shared machine.
+    const cpuMsPerAccept = ((treeCpuSeconds(gw.pid) - cpu0) * 1000) / Math.max(1, r.requests);
     const queued = (await messages()) - before;
     const accepted = r.requests - r.non2xx;
     report.row({
@@ -76,7 +79,9 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
       throughput: fmtRate(accepted / r.durationSeconds, 'runs/s'),
       p50: fmtMs(r.p50Ms),
       p99: fmtMs(r.p99Ms),
-      other: `c=${settings.connections}; ${accepted} accepted, RUNS stream +${queued} messages${errorNote(r)}`,
+      other:
+        `c=${settings.connections}; ${accepted} accepted, RUNS stream +${queued} messages; ` +
+        `≈${cpuMsPerAccept.toFixed(3)} ms of gateway CPU (user+system, /proc/<pid>/stat) per accept${errorNote(r)}`,
     });
     if (queued < accepted) {
       report.note(
