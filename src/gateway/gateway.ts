@@ -18,6 +18,7 @@ import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { type AccessLogHooks, logAccess } from '../shared/http/access-log.ts';
 import { writeError } from '../shared/http/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import { createAckInbox } from '../shared/nats/ack-inbox.ts';
 import { RUNS_MAX_MSG_BYTES } from '../shared/nats/jetstream.ts';
 import type { RunTokenVerifier } from '../shared/run-tokens.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
@@ -106,6 +107,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
       replicasReported: deps.resolver.watchReplicas !== undefined,
     });
   const js = jetstream(deps.nc);
+  // The 202 path's two JetStream writes (the run, its record) await their acks on one shared inbox.
+  const acks = createAckInbox(deps.nc);
 
   let storePromise: Promise<RunStore> | undefined = deps.runStore
     ? Promise.resolve(deps.runStore)
@@ -113,7 +116,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const store = () => {
     storePromise ??= new Kvm(deps.nc)
       .open(RUNS_BUCKET)
-      .then((kv) => createRunStore(kv, deps.nc, now))
+      .then((kv) => createRunStore(kv, deps.nc, now, acks))
       .catch((err) => {
         storePromise = undefined;
         throw err;
@@ -209,7 +212,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     secretBox: deps.secretBox,
     maxBodyBytes: settings.maxBodyBytes,
   };
-  const asyncDeps: RunAsyncDeps = { js, store, settings, now, maxJobBytes };
+  const asyncDeps: RunAsyncDeps = { js: acks, store, settings, now, maxJobBytes };
   const syncDeps: RunSyncDeps = { callApp, settings, now, enqueueWebhook };
 
   // The run endpoint, in order: custom domain, route, auth, then the call. Anything thrown becomes the
@@ -283,6 +286,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     async close() {
       await outbox.close(settings.webhookOutboxCloseMs);
       await ownDispatcher?.close();
+      acks.close();
     },
   };
 }

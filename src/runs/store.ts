@@ -7,6 +7,7 @@ import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
+  RUNS_BUCKET,
   type RunRecord,
   RunState,
   runCancelSubject,
@@ -15,6 +16,7 @@ import {
   runWebhookBodyKey,
   TERMINAL_RUN_STATES,
 } from '../shared/contracts/messaging.ts';
+import type { JetStreamPublisher } from '../shared/nats/ack-inbox.ts';
 
 /** Attempts of one compare-and-set update before giving up (only a lost race makes it re-read). */
 export const RUN_RECORD_CAS_ATTEMPTS = 10;
@@ -22,6 +24,8 @@ export const RUN_RECORD_CAS_ATTEMPTS = 10;
 export const RUN_LIST_READ_BATCH = 32;
 /** Largest page `list()` returns. */
 export const RUN_LIST_MAX_LIMIT = 1000;
+/** Bound on `createQueued`'s write when it goes through a publisher (nats.js's KV write bound too). */
+export const RUN_RECORD_CREATE_TIMEOUT_MS = 5_000;
 
 export interface RunListOptions {
   state?: RunRecord['state'];
@@ -106,8 +110,17 @@ export function isRevisionConflict(err: unknown): boolean {
   );
 }
 
-/** `nc` is only needed for `requestCancel` on a running run (core NATS announcement). */
-export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = () => new Date()): RunStore {
+/**
+ * `nc` is only needed for `requestCancel` on a running run (core NATS announcement). `createWith`: the
+ * publisher `createQueued` writes a new record with (a KV create is a publish to the key's subject
+ * expecting no message on it), e.g. the gateway's shared ack inbox; nats.js's KV client otherwise.
+ */
+export function createRunStore(
+  kv: KV,
+  nc?: NatsConnection,
+  now: () => Date = () => new Date(),
+  createWith?: JetStreamPublisher,
+): RunStore {
   const read: RunStore['read'] = async (projectId, appName, runId) => {
     const entry = await kv.get(runKey(projectId, appName, runId));
     const record = decode(entry);
@@ -189,11 +202,25 @@ export function createRunStore(kv: KV, nc?: NatsConnection, now: () => Date = ()
     },
 
     async createQueued(record) {
+      const key = runKey(record.projectId, record.appName, record.runId);
       try {
-        await kv.create(runKey(record.projectId, record.appName, record.runId), encode(record));
+        if (createWith) {
+          await createWith
+            .publish(`$KV.${RUNS_BUCKET}.${key}`, encode(record), {
+              expect: { lastSubjectSequence: 0 },
+              timeout: RUN_RECORD_CREATE_TIMEOUT_MS,
+            })
+            .catch((err: unknown) => {
+              // A key that exists (or was deleted): nats.js's create decides, as without a publisher.
+              if (isRevisionConflict(err)) return kv.create(key, encode(record));
+              throw err;
+            });
+        } else {
+          await kv.create(key, encode(record));
+        }
         return true;
       } catch (err) {
-        if (await kv.get(runKey(record.projectId, record.appName, record.runId))) return false;
+        if (await kv.get(key)) return false;
         throw err;
       }
     },

@@ -4,7 +4,8 @@
  * carries a `Nats-Msg-Id`, so publishing it again is stored once; we keep trying until `timeoutMs` is
  * used up instead of failing at the first refusal.
  */
-import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
+import type { PubAck } from '@nats-io/jetstream';
+import type { JetStreamPublisher } from './nats/ack-inbox.ts';
 
 /** Bound on one attempt inside the overall bound (a dead server's request would use all of it). */
 const ATTEMPT_TIMEOUT_MS = 2_000;
@@ -12,7 +13,7 @@ const FIRST_PAUSE_MS = 100;
 const MAX_PAUSE_MS = 1_000;
 
 export async function publishIdempotent(
-  js: JetStreamClient,
+  js: JetStreamPublisher,
   subject: string,
   payload: string | Uint8Array,
   opts: { msgID: string; timeoutMs: number; now?: () => number },

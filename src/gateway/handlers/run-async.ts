@@ -4,13 +4,13 @@
  * lost even if the record write fails (the worker creates a missing record), and a record is never
  * written for a run that was not queued.
  */
-import type { JetStreamClient } from '@nats-io/jetstream';
 import { queuedRecordFor } from '../../runs/outcome.ts';
 import type { RunStore } from '../../runs/store.ts';
 import { type RunJob, runSubject } from '../../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { payloadTooLarge } from '../../shared/http/body.ts';
 import { publishIdempotent } from '../../shared/jetstream-publish.ts';
+import type { JetStreamPublisher } from '../../shared/nats/ack-inbox.ts';
 import { createSendTurn } from '../../shared/nats/send-turn.ts';
 import { withLegacyLimitBytes } from '../body.ts';
 import type { GatewayContext } from '../context.ts';
@@ -21,7 +21,8 @@ import type { PreparedRun } from './prepare.ts';
 const sendTurn = createSendTurn();
 
 export interface RunAsyncDeps {
-  js: JetStreamClient;
+  /** The gateway's shared ack inbox (or a `JetStreamClient`). */
+  js: JetStreamPublisher;
   store(): Promise<RunStore>;
   settings: GatewaySettings;
   now: () => Date;

@@ -5,11 +5,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { finishRun, queuedRecordFor, startRun } from '../../../src/runs/outcome.ts';
 import { createRunStore, ensureRunsInfrastructure, type RunStore } from '../../../src/runs/store.ts';
-import type { RunJob } from '../../../src/shared/contracts/messaging.ts';
+import { type RunJob, runKey } from '../../../src/shared/contracts/messaging.ts';
+import { type AckInbox, createAckInbox } from '../../../src/shared/nats/ack-inbox.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 
 const P = 'proj-store';
@@ -18,14 +20,19 @@ const APP = 'hello';
 let nats: NatsServer;
 let nc: NatsConnection;
 let store: RunStore;
+let kv: KV;
+let acks: AckInbox;
 
 beforeAll(async () => {
   nats = await startNats();
   nc = await connect({ servers: nats.url });
-  store = createRunStore(await ensureRunsInfrastructure(await jetstreamManager(nc)), nc);
+  kv = await ensureRunsInfrastructure(await jetstreamManager(nc));
+  store = createRunStore(kv, nc);
+  acks = createAckInbox(nc);
 });
 
 afterAll(async () => {
+  acks?.close();
   await nc?.close();
   await nats?.stop();
 });
@@ -122,4 +129,19 @@ it('a cancel request while running is kept by the final write from the running r
     started,
   );
   expect(late.record?.state).toBe('cancelled');
+});
+
+it("creates a queued record through the gateway's ack inbox: once, readable, and again after a delete", async () => {
+  const viaInbox = createRunStore(kv, nc, undefined, acks);
+  const job = queuedJob();
+  expect(await viaInbox.createQueued(queuedRecordFor(job))).toBe(true);
+  expect(await store.get(P, APP, job.requestId)).toEqual(queuedRecordFor(job));
+  // A record that exists already (a worker got there first) is not overwritten.
+  const other = { ...queuedRecordFor(job), createdAt: 'later' };
+  expect(await viaInbox.createQueued(other)).toBe(false);
+  expect((await store.get(P, APP, job.requestId))?.createdAt).toBe(queuedRecordFor(job).createdAt);
+  // A deleted key is created again (nats.js's create decides, as without the inbox).
+  await kv.delete(runKey(P, APP, job.requestId));
+  expect(await viaInbox.createQueued(queuedRecordFor(job))).toBe(true);
+  expect((await store.read(P, APP, job.requestId)).record?.state).toBe('queued');
 });

@@ -1,0 +1,115 @@
+/**
+ * JetStream publishes whose acks come back on one reply subscription shared by all of them. nats.js's
+ * `js.publish` goes through `nc.request`, which builds per request a mux entry, a timeout promise, a
+ * `Promise.race`, a backoff and up to three `Error`s with captured stacks — one of them on every success
+ * (`RequestOne.cancel` rejects its settled promise with a new `RequestError`): ~10% of the gateway's
+ * 202 path, which makes two publishes per accept. Here a publish is a `PUB` with a reply subject under
+ * this connection's own inbox, a map entry and a timer; the ack is parsed and checked as nats.js does
+ * (JetStream's error → `JetStreamApiError` with its code, "no responders" → an error), and each
+ * publish keeps its own bound. Replies arriving after their bound are dropped.
+ */
+import { JetStreamApiError, JetStreamError, type PubAck } from '@nats-io/jetstream';
+import {
+  createInbox,
+  headers,
+  type Msg,
+  type NatsConnection,
+  NoRespondersError,
+  TimeoutError,
+} from '@nats-io/transport-node';
+
+export interface AckedPublishOptions {
+  /** `Nats-Msg-Id`: JetStream stores a message with the same id once within its duplicate window. */
+  msgID?: string;
+  /** Bound on the ack, in ms (an error when it passes). */
+  timeout: number;
+  /** `Nats-Expected-Last-Subject-Sequence` (0: no message on the subject yet — a KV create). */
+  expect?: { lastSubjectSequence?: number };
+}
+
+/** What a JetStream publish needs; `JetStreamClient` has it too. */
+export interface JetStreamPublisher {
+  publish(subject: string, payload: string | Uint8Array, opts: AckedPublishOptions): Promise<PubAck>;
+}
+
+export interface AckInbox extends JetStreamPublisher {
+  /** Publishes still waiting for their ack. */
+  pending(): number;
+  /** Stops the reply subscription; waiting publishes fail. */
+  close(): void;
+}
+
+interface Waiter {
+  resolve(ack: PubAck): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+  subject: string;
+}
+
+const decoder = new TextDecoder();
+
+export function createAckInbox(nc: NatsConnection): AckInbox {
+  const prefix = `${createInbox()}.`;
+  const waiting = new Map<string, Waiter>();
+  let next = 0;
+
+  const settle = (token: string): Waiter | undefined => {
+    const w = waiting.get(token);
+    if (!w) return undefined;
+    waiting.delete(token);
+    clearTimeout(w.timer);
+    return w;
+  };
+
+  const sub = nc.subscribe(`${prefix}*`, {
+    callback: (err, msg: Msg) => {
+      if (err) return; // a subscription error: the waiting publishes fail at their bound
+      const w = settle(msg.subject.slice(prefix.length));
+      if (!w) return; // its bound passed already
+      try {
+        w.resolve(parseAck(msg, w.subject));
+      } catch (e) {
+        w.reject(e);
+      }
+    },
+  });
+
+  return {
+    publish(subject, payload, opts) {
+      const token = (next++).toString(36);
+      const h = headers();
+      if (opts.msgID !== undefined) h.set('Nats-Msg-Id', opts.msgID);
+      const seq = opts.expect?.lastSubjectSequence;
+      if (seq !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(seq));
+      return new Promise<PubAck>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          if (settle(token)) reject(new TimeoutError());
+        }, opts.timeout);
+        waiting.set(token, { resolve, reject, timer, subject });
+        try {
+          nc.publish(subject, payload, { reply: prefix + token, headers: h });
+        } catch (err) {
+          settle(token);
+          reject(err);
+        }
+      });
+    },
+    pending: () => waiting.size,
+    close() {
+      if (!nc.isClosed()) sub.unsubscribe();
+      for (const token of [...waiting.keys()]) settle(token)?.reject(new Error('the ack inbox is closed'));
+    },
+  };
+}
+
+/** nats.js's checks of a publish ack (jsclient `publish` + `parseJsResponse`). */
+function parseAck(msg: Msg, subject: string): PubAck {
+  if (msg.data.length === 0 && msg.headers?.code === 503) throw new NoRespondersError(subject);
+  const v = JSON.parse(decoder.decode(msg.data)) as PubAck & {
+    error?: ConstructorParameters<typeof JetStreamApiError>[0];
+  };
+  if (v.error) throw new JetStreamApiError(v.error);
+  if (!v.stream) throw new JetStreamError('invalid ack response');
+  v.duplicate = v.duplicate ?? false;
+  return v;
+}

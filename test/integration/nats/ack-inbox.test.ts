@@ -1,0 +1,121 @@
+/**
+ * The gateway's shared ack inbox against a real JetStream: each publish gets its own ack (stream and
+ * sequence) however many are in flight, a repeated message id is stored once, JetStream's refusals come
+ * back as nats.js's errors (a KV create on an existing key is a revision conflict), and every wait ends
+ * at its bound — a late ack is dropped, nothing stays pending.
+ */
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection, TimeoutError } from '@nats-io/transport-node';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { isRevisionConflict } from '../../../src/runs/store.ts';
+import { type AckInbox, createAckInbox } from '../../../src/shared/nats/ack-inbox.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+
+const STREAM = 'ACK_INBOX_TEST';
+
+let nats: NatsServer;
+let nc: NatsConnection;
+let acks: AckInbox;
+
+beforeAll(async () => {
+  nats = await startNats();
+  nc = await connect({ servers: nats.url });
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: STREAM, subjects: ['acked.>'], duplicate_window: 60_000_000_000 });
+  acks = createAckInbox(nc);
+});
+
+afterAll(async () => {
+  acks?.close();
+  await nc?.close();
+  await nats?.stop();
+});
+
+it('answers each of many concurrent publishes with the sequence its own message was stored at', async () => {
+  const n = 200;
+  const answers = await Promise.all(
+    Array.from({ length: n }, (_, i) => acks.publish('acked.many', `m${i}`, { timeout: 5_000 })),
+  );
+  expect(new Set(answers.map((a) => a.seq)).size).toBe(n);
+  const jsm = await jetstreamManager(nc);
+  for (const [i, a] of answers.entries()) {
+    expect(a).toMatchObject({ stream: STREAM, duplicate: false });
+    const stored = await jsm.streams.getMessage(STREAM, { seq: a.seq });
+    expect(stored?.string()).toBe(`m${i}`);
+  }
+  expect(acks.pending()).toBe(0);
+});
+
+it('stores a message id once: the repeat is acked as a duplicate of the first', async () => {
+  const first = await acks.publish('acked.dedup', 'one', { msgID: 'run-1', timeout: 5_000 });
+  const again = await acks.publish('acked.dedup', 'two', { msgID: 'run-1', timeout: 5_000 });
+  expect(first.duplicate).toBe(false);
+  expect(again).toMatchObject({ seq: first.seq, duplicate: true });
+  const info = await (await jetstreamManager(nc)).streams.info(STREAM, { subjects_filter: 'acked.dedup' });
+  expect(info.state.subjects?.['acked.dedup']).toBe(1);
+});
+
+it('refuses an expected last sequence that does not hold, as a revision conflict', async () => {
+  const created = await acks.publish('acked.create', 'a', {
+    expect: { lastSubjectSequence: 0 },
+    timeout: 5_000,
+  });
+  expect(created.seq).toBeGreaterThan(0);
+  const refused = await acks
+    .publish('acked.create', 'b', { expect: { lastSubjectSequence: 0 }, timeout: 5_000 })
+    .catch((e: unknown) => e);
+  expect(isRevisionConflict(refused)).toBe(true);
+  const next = await acks.publish('acked.create', 'c', {
+    expect: { lastSubjectSequence: created.seq },
+    timeout: 5_000,
+  });
+  expect(next.seq).toBeGreaterThan(created.seq);
+});
+
+it('fails a publish no stream takes (no responders) instead of waiting for its bound', async () => {
+  // A bound far past the test's own timeout: waiting for it would fail the test.
+  await expect(acks.publish('not.a.stream', 'x', { timeout: 600_000 })).rejects.toThrow(/no responders/i);
+  expect(acks.pending()).toBe(0);
+});
+
+it('ends a wait at its bound, and drops the ack that arrives after it', async () => {
+  // A responder that answers late, like a JetStream leader that acks after the caller gave up.
+  const late: Array<() => void> = [];
+  const sub = nc.subscribe('slow.ack', {
+    callback: (_err, msg) => {
+      late.push(() => msg.respond(JSON.stringify({ stream: STREAM, seq: 1 })));
+    },
+  });
+  try {
+    const err = await acks.publish('slow.ack', 'x', { timeout: 200 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect(acks.pending()).toBe(0);
+    for (const answer of late) answer();
+    await nc.flush();
+    // The inbox still works after the stray ack.
+    expect((await acks.publish('acked.after', 'y', { timeout: 5_000 })).stream).toBe(STREAM);
+  } finally {
+    sub.unsubscribe();
+  }
+});
+
+it('fails what is still waiting when closed', async () => {
+  const own = createAckInbox(nc);
+  const sub = nc.subscribe('never.acked', { callback: () => undefined });
+  try {
+    const waiting = own.publish('never.acked', 'x', { timeout: 60_000 });
+    own.close();
+    await expect(waiting).rejects.toThrow(/closed/);
+    expect(own.pending()).toBe(0);
+  } finally {
+    sub.unsubscribe();
+  }
+});
+
+it('is what nats.js publishes with: the stored message carries the id header', async () => {
+  const a = await acks.publish('acked.header', 'h', { msgID: 'id-h', timeout: 5_000 });
+  const m = await (await jetstreamManager(nc)).streams.getMessage(STREAM, { seq: a.seq });
+  expect(m?.header.get('Nats-Msg-Id')).toBe('id-h');
+  // and the same id through nats.js's own client is the duplicate of it
+  expect((await jetstream(nc).publish('acked.header', 'h', { msgID: 'id-h' })).duplicate).toBe(true);
+});
