@@ -157,7 +157,14 @@ describe('autoscaler', () => {
         .listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=fn,reason=Scaled' });
       expect(events.items.map((e) => e.message).join('\n')).toMatch(/→ 3 replicas \((Panic|MaxReplicas)/);
 
-      // Steady under the same load: no writes.
+      // Steady under the same load: no writes. The ReplicaSet controller creates the third pod after the
+      // Deployment says 3, so wait for it before marking the pods ready.
+      await eventually('three pods', async () => {
+        const list = await kc
+          .makeApiClient(CoreV1Api)
+          .listNamespacedPod({ namespace: ns, labelSelector: 'apphost.dev/app=fn' });
+        return list.items.length === 3;
+      });
       const pods = await makePodsReady('fn');
       expect(pods.length).toBe(3);
       await eventually('status settled', async () => {
