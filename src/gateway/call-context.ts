@@ -2,11 +2,11 @@
  * One run call on node:http, without a framework: the request, its state, and the few response
  * operations the handlers use (status, headers, a buffered or streamed body), with the semantics they
  * had under Koa — a Buffer or stream body without a Content-Type is `application/octet-stream`, a
- * 204/205/304 sends no body, a stream body is piped with `pipeline` (an error cuts the connection).
+ * 204/205/304 sends no body, a stream body is piped (an error cuts the connection).
  * Koa cost more per call than it gave on this path (docs/benchmarks.md, "Koa or node:http").
  */
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import { pipeline, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { ResolvedApp } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
 import type { GatewayState, RunTarget } from './context.ts';
@@ -185,6 +185,13 @@ export class CallContext {
       res.end();
       return;
     }
-    pipeline(body as Readable, res, () => {});
+    // pipe() and three listeners instead of pipeline(): the same outcome (an error in the body cuts the
+    // connection; a caller going away, or an error of the response, lets the body go — and the
+    // replica's slot with it) for about half the set-up on the way to the first chunk of a stream.
+    const src = body as Readable;
+    src.on('error', () => res.destroy());
+    res.on('error', () => src.destroy());
+    res.once('close', () => src.destroy());
+    src.pipe(res);
   }
 }
