@@ -103,13 +103,23 @@ describe('bundled NATS on a hostPath volume', () => {
 
     // With: ready, JetStream enabled (the readiness probe asks /healthz?js-enabled-only=true).
     await install(['nats.bundled.storage.prepareOwnership=true']);
-    await kubectl(
-      '-n',
-      namespace,
-      'wait',
-      '--for=condition=Ready',
-      'pod/natsonly-apphost-nats-0',
-      `--timeout=${NATS_TIMEOUT_MS / 1000}s`,
+    // Polled rather than `kubectl wait`, which fails at once while the StatefulSet has not made the pod yet.
+    await waitFor(
+      'NATS Ready on the prepared volume',
+      async () =>
+        (
+          await kubectl(
+            '-n',
+            namespace,
+            'get',
+            'pod',
+            'natsonly-apphost-nats-0',
+            '-o',
+            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+          ).catch(() => '')
+        ).trim() === 'True',
+      NATS_TIMEOUT_MS,
+      1000,
     );
     logs = await kubectl('-n', namespace, 'logs', 'natsonly-apphost-nats-0');
     expect(logs).not.toMatch(/permission denied/);
