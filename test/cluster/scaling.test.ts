@@ -16,6 +16,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/apis/v1alpha1/types.ts';
 import { binaryPath } from '../harness/binaries.ts';
+import { maxOverlap } from '../harness/overlap.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../harness/process.ts';
 import {
   clusterKubeConfig,
@@ -68,21 +69,6 @@ interface Timed {
   start: number;
   end: number;
   host: string;
-}
-
-function maxOverlap(runs: Timed[]): number {
-  const edges = runs.flatMap((r) => [
-    { t: r.start, d: 1 },
-    { t: r.end, d: -1 },
-  ]);
-  edges.sort((a, b) => a.t - b.t || a.d - b.d);
-  let cur = 0;
-  let max = 0;
-  for (const e of edges) {
-    cur += e.d;
-    max = Math.max(max, cur);
-  }
-  return max;
 }
 
 async function upgrade(setJson: string[]): Promise<void> {

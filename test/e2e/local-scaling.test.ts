@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { maxOverlap } from '../harness/overlap.ts';
 import { type Credentials, type DevProcess, startDevProcess, until } from './dev-process.ts';
 
 const TIMED = `import os
@@ -72,20 +73,6 @@ describe('apphost dev scaling (e2e)', () => {
         const [start = 0, end = 0, pid = 0] = l.split(' ').map(Number);
         return { start, end, pid };
       });
-  const maxOverlap = (runs: Array<{ start: number; end: number }>) => {
-    const edges = runs.flatMap((r) => [
-      { t: r.start, d: 1 },
-      { t: r.end, d: -1 },
-    ]);
-    edges.sort((a, b) => a.t - b.t || a.d - b.d);
-    let cur = 0;
-    let max = 0;
-    for (const e of edges) {
-      cur += e.d;
-      max = Math.max(max, cur);
-    }
-    return max;
-  };
   /** The autoscaler's decision lines for an app, e.g. "1 → 3". */
   const decisions = (app: string) =>
     [

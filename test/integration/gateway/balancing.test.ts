@@ -27,6 +27,7 @@ import {
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { ensureWebhooksStream } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { maxOverlap } from '../../harness/overlap.ts';
 import {
   closeServer,
   listen,
@@ -108,20 +109,6 @@ function executions(marker: string): Array<{ start: number; end: number; pid: nu
 }
 
 /** Most executions running at one instant, from the runtime's own timestamps. */
-function maxOverlap(runs: Array<{ start: number; end: number }>): number {
-  const edges = runs.flatMap((r) => [
-    { t: r.start, d: 1 },
-    { t: r.end, d: -1 },
-  ]);
-  edges.sort((a, b) => a.t - b.t || a.d - b.d);
-  let cur = 0;
-  let max = 0;
-  for (const e of edges) {
-    cur += e.d;
-    max = Math.max(max, cur);
-  }
-  return max;
-}
 
 beforeAll(async () => {
   [nats, keys] = await Promise.all([startNats(), generateSigningKey().then((k) => ({ keys: [k] }))]);

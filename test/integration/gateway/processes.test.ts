@@ -15,6 +15,7 @@ import { LoadAggregator } from '../../../src/autoscaler/load-aggregator.ts';
 import { LOAD_SUBJECTS, type LoadReport, LoadReportSchema } from '../../../src/shared/contracts/scaling.ts';
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { maxOverlap } from '../../harness/overlap.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
 
@@ -108,21 +109,6 @@ function executions(marker: string): Array<{ start: number; end: number }> {
       const [start, end] = line.split(' ').map(Number);
       return { start: start ?? 0, end: end ?? 0 };
     });
-}
-
-function maxOverlap(runs: Array<{ start: number; end: number }>): number {
-  const edges = runs.flatMap((r) => [
-    { t: r.start, d: 1 },
-    { t: r.end, d: -1 },
-  ]);
-  edges.sort((a, b) => a.t - b.t || a.d - b.d);
-  let cur = 0;
-  let max = 0;
-  for (const e of edges) {
-    cur += e.d;
-    max = Math.max(max, cur);
-  }
-  return max;
 }
 
 beforeAll(async () => {
