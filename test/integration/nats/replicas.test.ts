@@ -6,13 +6,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRunsInfrastructure } from '../../../src/runs/infrastructure.ts';
 import { RUNS_BUCKET, RUNS_STREAM, WEBHOOKS_STREAM } from '../../../src/shared/contracts/messaging.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
 import { clusterSize, type Replicas, resolveReplicas } from '../../../src/shared/nats/replicas.ts';
+import { retryJetStreamSetup } from '../../../src/shared/nats/setup.ts';
 import { natsServers } from '../../../src/shared/nats/url.ts';
 import { ensureWebhooksConsumer, openDeliveriesBucket } from '../../../src/webhooks/stream.ts';
 import { type NatsCluster, startNatsCluster } from '../../harness/nats-cluster.ts';
@@ -20,6 +22,18 @@ import { startWatchdog, type Watchdog } from '../../harness/watchdog.ts';
 
 /** Bound on one JetStream API call: stream updates on a loaded 3-node cluster take a while. */
 const JS_TIMEOUT_MS = 60_000;
+/**
+ * A replica change, ensured as a piece does at start: each attempt with a bounded API call, retried
+ * within a bound (src/shared/nats/setup.ts) — right after a stream goes R1 → R3 its consumer may not
+ * answer until its new Raft group has a leader (once more than a minute on a loaded machine in CI).
+ */
+const ATTEMPT_TIMEOUT_MS = 10_000;
+const SETUP_BOUND_MS = 150_000;
+const asAPieceDoes = <T>(what: string, step: (jsm: JetStreamManager) => Promise<T>) =>
+  retryJetStreamSetup(what, async () => step(await jetstreamManager(nc, { timeout: ATTEMPT_TIMEOUT_MS })), {
+    boundMs: SETUP_BOUND_MS,
+    log: silentLogger(),
+  });
 let dir: string;
 let dog: Watchdog;
 let cluster: NatsCluster;
@@ -55,18 +69,18 @@ describe('replicas on a 3-node cluster', () => {
       // As an older version (or a single-server install) left them: one copy.
       const kv = await ensureRunsInfrastructure(jsm);
       // What the dispatcher ensures: the WEBHOOKS stream under its consumer, and the deliveries bucket.
-      const ensureWebhooks = async (r?: Replicas) => {
-        await ensureWebhooksConsumer(jsm, r);
-        await openDeliveriesBucket(jsm, r);
+      const ensureWebhooks = async (m: JetStreamManager, r?: Replicas) => {
+        await ensureWebhooksConsumer(m, r);
+        await openDeliveriesBucket(m, r);
       };
-      await ensureWebhooks();
+      await ensureWebhooks(jsm);
       expect(await replicasOf(RUNS_STREAM)).toBe(1);
       await jetstream(nc).publish('apphost.runs.p.a', 'queued-before-upgrade', { msgID: 'r1' });
       await kv.put('p.a.r1', 'record-before-upgrade');
 
       const auto = resolveReplicas('auto', nc);
-      await ensureRunsInfrastructure(jsm, auto);
-      await ensureWebhooks(auto);
+      await asAPieceDoes('raising the runs stream and bucket', (m) => ensureRunsInfrastructure(m, auto));
+      await asAPieceDoes('raising the webhooks stream, consumer and bucket', (m) => ensureWebhooks(m, auto));
       for (const s of [RUNS_STREAM, `KV_${RUNS_BUCKET}`, WEBHOOKS_STREAM, 'KV_apphost_webhook_deliveries'])
         expect(await replicasOf(s), s).toBe(3);
       expect((await jsm.streams.info(RUNS_STREAM)).state.messages).toBe(1);
