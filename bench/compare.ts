@@ -21,6 +21,7 @@ import { freePort } from '../test/harness/process.ts';
 import { type LoadResult, pickLoadGenerator } from './support/load.ts';
 import {
   APP,
+  benchApp,
   createParts,
   PLATFORM_KEY,
   PROJECT,
@@ -88,15 +89,7 @@ try {
   const keyFile = join(parts.logDir, 'compare-keys.json');
   writeFileSync(keyFile, JSON.stringify(keys), { mode: 0o600 });
   const token = await issueRunToken(keys, PROJECT, new Date(Date.now() + 6 * 3600_000));
-  const app = {
-    projectId: PROJECT,
-    appName: APP,
-    runtime: 'cortex',
-    upstream: rt.url,
-    ready: true,
-    gracePeriodSeconds: 900,
-    functions: ['echo', 'first'],
-  };
+  const app = benchApp(rt.url);
   const gateways = [];
   for (const s of specs) {
     const [port, opsPort] = [await freePort(), await freePort()];

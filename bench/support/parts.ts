@@ -26,6 +26,17 @@ export const STOP_GRACE_MS = 15_000;
 
 export const PROJECT = 'bench';
 export const APP = 'echo';
+
+/** The benchmark app as every benchmark gateway resolves it: the echo runtime at `upstream`. */
+export const benchApp = (upstream: string): ResolvedApp => ({
+  projectId: PROJECT,
+  appName: APP,
+  runtime: 'cortex',
+  upstream,
+  ready: true,
+  gracePeriodSeconds: 900,
+  functions: ['echo', 'first'],
+});
 export const PLATFORM_KEY = 'bench-platform-key-0123456789abcdef';
 
 export interface Runtime {
@@ -222,15 +233,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     processes = 1,
   ): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
-    const app: ResolvedApp = {
-      projectId: PROJECT,
-      appName: APP,
-      runtime: 'cortex',
-      upstream: rt.url,
-      ready: true,
-      gracePeriodSeconds: 900,
-      functions: ['echo', 'first'],
-    };
+    const app = benchApp(rt.url);
     const { proc, line } = await startNodeChild(
       name,
       join(BENCH_DIR, 'gateway-entry.ts'),
