@@ -23,7 +23,7 @@ import type { WebhookSettings } from './settings.ts';
 import { createSsrfGuard, errorText, type ResolveHost, systemResolveHost } from './ssrf.ts';
 import { ensureWebhooksConsumer, openDeliveriesBucket, WEBHOOKS_CONSUMER } from './stream.ts';
 
-export { INTERRUPTED_ATTEMPT, MAX_DELIVERIES, parseWebhookJob } from './handle-job.ts';
+export { INTERRUPTED_ATTEMPT, parseWebhookJob } from './handle-job.ts';
 
 export interface WebhookDispatcherDeps {
   nc: NatsConnection;
@@ -89,6 +89,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
           clock,
           retryDelayMs: settings.retryDelayMs,
           errorBackoffMs: settings.errorBackoffMs,
+          errorBackoffMaxMs: settings.recordRetryMaxDelayMs,
+          recordGiveUpMs: settings.recordGiveUpMs,
         });
       }
       const jsm = await jetstreamManager(deps.nc);

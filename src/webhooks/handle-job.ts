@@ -16,8 +16,6 @@ import { buildDeliveryRequest } from './signing.ts';
 import { errorText } from './ssrf.ts';
 import { WEBHOOKS_ACK_WAIT_MS } from './stream.ts';
 
-/** A job redelivered this often without finishing (e.g. its record cannot be written) is given up. */
-export const MAX_DELIVERIES = 10;
 /** What a started attempt says until its real outcome replaces it; it stays if the dispatcher died. */
 export const INTERRUPTED_ATTEMPT = 'interrupted: the dispatcher stopped before this attempt finished';
 /** How often an in-flight attempt tells JetStream it is still being worked on. */
@@ -28,7 +26,8 @@ export interface JobMessage {
   readonly data: Uint8Array;
   readonly seq: number;
   readonly subject: string;
-  readonly info: { readonly deliveryCount: number };
+  /** `timestampNanos`: when JetStream stored the job (it was queued). */
+  readonly info: { readonly deliveryCount: number; readonly timestampNanos: number };
   ack(): void;
   nak(millis?: number): void;
   term(reason?: string): void;
@@ -43,9 +42,21 @@ export interface JobHandlerDeps {
   metrics: WebhookMetrics;
   clock: Clock;
   retryDelayMs: number;
-  /** nak delay when the record cannot be read or written. */
+  /**
+   * nak delay when the record cannot be read or written, doubling with each delivery of the job up to
+   * `errorBackoffMaxMs`: NATS trouble (a bucket's leader being elected) neither uses up an attempt nor
+   * gives the job up, and a long outage is not hammered.
+   */
   errorBackoffMs: number;
+  errorBackoffMaxMs: number;
+  /** A job whose record still cannot be read or written this long after it was queued is given up. */
+  recordGiveUpMs: number;
   heartbeatMs?: number;
+}
+
+/** The pause before the `deliveries`-th delivery of a job is handed out again after a record error. */
+export function storeRetryDelayMs(deliveries: number, firstMs: number, maxMs: number): number {
+  return Math.min(maxMs, firstMs * 2 ** Math.min(Math.max(deliveries - 1, 0), 30));
 }
 
 export function parseWebhookJob(data: Uint8Array): WebhookJob {
@@ -62,7 +73,7 @@ export function parseWebhookJob(data: Uint8Array): WebhookJob {
 }
 
 export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Promise<void> {
-  const { store, transport, secretBox, metrics, clock, retryDelayMs, errorBackoffMs } = deps;
+  const { store, transport, secretBox, metrics, clock, retryDelayMs } = deps;
   const rootLog = deps.log;
   const heartbeatMs = deps.heartbeatMs ?? HEARTBEAT_MS;
   const iso = (ms: number) => new Date(ms).toISOString();
@@ -148,10 +159,6 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
           await finish(msg, job, record, revision, 'failed', log, 'attempts_exhausted');
           return;
         }
-        if (msg.info.deliveryCount > MAX_DELIVERIES) {
-          await finish(msg, job, record, revision, 'failed', log, 'too_many_redeliveries');
-          return;
-        }
         attemptNo = record.attempts.length + 1;
         startedAt = clock.now();
         attempt = {
@@ -202,13 +209,29 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
         log.warn('webhook job taken over by another dispatcher');
         return;
       }
-      // The record could not be read or written (NATS trouble): let JetStream hand the job out again.
-      log.warn({ err: errorText(err) }, 'webhook job not processed; will be redelivered');
-      try {
-        msg.nak(errorBackoffMs);
-      } catch {
-        // connection gone: ack_wait redelivers
-      }
+      recordUnavailable(msg, job, log, err);
+    }
+  }
+
+  /** The record could not be read or written (NATS trouble): JetStream hands the job out again later. */
+  function recordUnavailable(msg: JobMessage, job: WebhookJob, log: Logger, err: unknown): void {
+    const queuedForMs = clock.now() - msg.info.timestampNanos / 1e6;
+    if (queuedForMs > deps.recordGiveUpMs) {
+      // Nothing can be recorded either: the log line and the metric are what is left of it.
+      metrics.delivery('failed', (clock.now() - Date.parse(job.completedAt)) / 1000 || 0);
+      log.error(
+        { err: errorText(err), queuedForMs, reason: 'record_unavailable' },
+        'webhook delivery failed; giving up: its delivery record could not be read or written',
+      );
+      msg.term('record_unavailable');
+      return;
+    }
+    const delayMs = storeRetryDelayMs(msg.info.deliveryCount, deps.errorBackoffMs, deps.errorBackoffMaxMs);
+    log.warn({ err: errorText(err), delayMs }, 'webhook job not processed; will be redelivered');
+    try {
+      msg.nak(delayMs);
+    } catch {
+      // connection gone: ack_wait redelivers
     }
   }
 

@@ -21,8 +21,12 @@ export interface WebhookSettings {
   maxResponseBytes: number;
   /** How long one pull for new jobs waits on the server before asking again. */
   pullExpiresMs: number;
-  /** Pause after NATS errors before pulling again. */
+  /** Pause after NATS errors before pulling again; the first pause before a job whose record failed is retried. */
   errorBackoffMs: number;
+  /** Longest pause before a job whose delivery record could not be read or written is handed out again. */
+  recordRetryMaxDelayMs: number;
+  /** Such a job is given up once it has been queued this long (its record never became writable). */
+  recordGiveUpMs: number;
 }
 
 export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
@@ -33,6 +37,8 @@ export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
   maxResponseBytes: 64 * 1024,
   pullExpiresMs: 5_000,
   errorBackoffMs: 1_000,
+  recordRetryMaxDelayMs: 30_000,
+  recordGiveUpMs: 24 * 3_600_000,
 };
 
 const D = DEFAULT_WEBHOOK_SETTINGS;
@@ -61,6 +67,8 @@ export const WebhookSettingsEnv = z.object({
   APPHOST_WEBHOOK_CONCURRENCY: int(D.concurrency, { min: 1, max: 1_000 }),
   APPHOST_WEBHOOK_MAX_RESPONSE_BYTES: int(D.maxResponseBytes, { max: 16 * 1024 * 1024 }),
   APPHOST_WEBHOOK_PULL_EXPIRES_MS: int(D.pullExpiresMs, { min: 1_000, max: 60_000 }),
+  APPHOST_WEBHOOK_RECORD_RETRY_MAX_DELAY_MS: int(D.recordRetryMaxDelayMs, { min: 1_000, max: 600_000 }),
+  APPHOST_WEBHOOK_RECORD_GIVE_UP_MS: int(D.recordGiveUpMs, { min: 60_000 }),
 });
 
 /** Every variable `apphost webhooks` reads. */
@@ -101,5 +109,7 @@ export function webhookSettings(e: z.output<typeof WebhookSettingsEnv>): Webhook
     maxResponseBytes: e.APPHOST_WEBHOOK_MAX_RESPONSE_BYTES,
     pullExpiresMs: e.APPHOST_WEBHOOK_PULL_EXPIRES_MS,
     errorBackoffMs: DEFAULT_WEBHOOK_SETTINGS.errorBackoffMs,
+    recordRetryMaxDelayMs: e.APPHOST_WEBHOOK_RECORD_RETRY_MAX_DELAY_MS,
+    recordGiveUpMs: e.APPHOST_WEBHOOK_RECORD_GIVE_UP_MS,
   };
 }
