@@ -5,7 +5,15 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, jwtVerify, SignJWT } from 'jose';
+// jose's subpath exports, not its index: the index loads all of jose (JWE, remote key sets, ...), ~4.5 MiB
+// of a gateway's memory for nothing (docs/benchmarks.md#memory-of-the-gateway).
+import type { JWK } from 'jose';
+import { createLocalJWKSet } from 'jose/jwks/local';
+import { SignJWT } from 'jose/jwt/sign';
+import { jwtVerify } from 'jose/jwt/verify';
+import { exportJWK } from 'jose/key/export';
+import { generateKeyPair } from 'jose/key/generate/keypair';
+import { importJWK } from 'jose/key/import';
 
 export const RUN_TOKEN_ISSUER = 'apphost';
 export const RUN_TOKEN_AUDIENCE = 'apphost:run';
