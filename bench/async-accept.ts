@@ -95,20 +95,25 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
     const worker = await ctx.parts.workerGateway();
     try {
       const t0 = Date.now();
+      const workerCpu0 = treeCpuSeconds(worker.pid);
       let left = backlog;
       while (left > 0 && Date.now() - t0 < ASYNC_DRAIN_BOUND_MS) {
         await sleep(ASYNC_DRAIN_POLL_MS);
         left = await messages();
       }
       const seconds = (Date.now() - t0) / 1000;
+      const executed = backlog - left;
+      // The worker's CPU per executed run (/proc): steadier than runs/s on a shared machine.
+      const cpuMsPerRun = ((treeCpuSeconds(worker.pid) - workerCpu0) * 1000) / Math.max(1, executed);
       const states = await finishedStates(worker.opsUrl);
       report.row({
         benchmark: 'async',
         variant: 'run worker executes queued runs',
-        throughput: fmtRate((backlog - left) / seconds, 'runs/s'),
+        throughput: fmtRate(executed / seconds, 'runs/s'),
         other:
-          `${backlog - left} of ${backlog} queued runs executed in ${seconds.toFixed(1)} s ` +
-          `(worker concurrency ${DEFAULT_RUN_WORKER_SETTINGS.concurrency}; includes the worker's start)` +
+          `${executed} of ${backlog} queued runs executed in ${seconds.toFixed(1)} s ` +
+          `(worker concurrency ${DEFAULT_RUN_WORKER_SETTINGS.concurrency}; includes the worker's start); ` +
+          `≈${cpuMsPerRun.toFixed(3)} ms of worker CPU per run` +
           (left > 0 ? `; stopped at the ${ASYNC_DRAIN_BOUND_MS / 1000} s bound` : '') +
           `; final states: ${states}`,
       });
