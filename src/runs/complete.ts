@@ -7,9 +7,10 @@
  * verdict (another execution, the redelivery cap) can never contradict a webhook already sent. Every write
  * is retried within the worker's write bound (`retry`) while JetStream does not take it.
  */
-import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { JsMsg } from '@nats-io/jetstream';
 import type { RunJob, RunRecord, RunResult } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
+import type { JetStreamPublisher } from '../shared/nats/ack-inbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
 import {
   finishRun,
@@ -22,7 +23,8 @@ import {
 import { isTerminal, type RunStore, type VersionedRun } from './store.ts';
 
 export interface CompleteDeps {
-  js: JetStreamClient;
+  /** Where webhook jobs are published (the worker's ack inbox). */
+  js: JetStreamPublisher;
   store: RunStore;
   now: () => Date;
   maxWebhookBodyBytes: number;

@@ -22,6 +22,8 @@ import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/
 import type { AppCall, AppCaller, AppResolver, AppSlot } from '../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import { type AckInbox, createAckInbox } from '../shared/nats/ack-inbox.ts';
+import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
@@ -87,6 +89,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   const sendTurn = createSendTurn();
 
   let store: RunStore | undefined;
+  let inbox: AckInbox | undefined;
   let completeDeps: Omit<CompleteDeps, 'retry'> | undefined;
   let cancelSub: Subscription | undefined;
   let pulling: PullLoop | undefined;
@@ -248,9 +251,12 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   return {
     async start() {
       const jsm = await jetstreamManager(nc);
-      store = createRunStore(await ensureRunsInfrastructure(jsm, deps.replicas), nc, now);
+      // The run's record and result writes, its reads and its webhook job: answered on one shared inbox.
+      inbox = createAckInbox(nc);
+      const kv = kvOverInbox(await ensureRunsInfrastructure(jsm, deps.replicas), inbox);
+      store = createRunStore(kv, nc, now);
       completeDeps = {
-        js: jetstream(nc),
+        js: inbox,
         store,
         now,
         maxWebhookBodyBytes: settings.maxWebhookBodyBytes,
@@ -308,6 +314,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         await Promise.race([all, new Promise((r) => setTimeout(r, 2_000))]);
       }
       clearTimeout(timer);
+      inbox?.close();
       await ownDispatcher?.close().catch(() => undefined);
     },
 

@@ -3,10 +3,10 @@
  * caller's `webhookEndpoint` before anything is accepted, build the delivery job of a finished call,
  * and enqueue it.
  */
-import type { JetStreamClient } from '@nats-io/jetstream';
 import { type WebhookJob, type WebhookTarget, webhookSubject } from '../shared/contracts/messaging.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { publishIdempotent } from '../shared/jetstream-publish.ts';
+import type { JetStreamPublisher } from '../shared/nats/ack-inbox.ts';
 
 /** Longest `webhookEndpoint` accepted. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -38,7 +38,7 @@ export const webhookMsgId = (requestId: string) => `webhook-${requestId}`;
 
 /** Publishes a delivery job; resolves once JetStream has stored it (a retried publish is de-duplicated). */
 export async function publishWebhookJob(
-  js: JetStreamClient,
+  js: JetStreamPublisher,
   job: WebhookJob,
   timeoutMs = 5_000,
 ): Promise<void> {

@@ -13,6 +13,7 @@ import {
   createInbox,
   headers,
   type Msg,
+  type MsgHdrs,
   type NatsConnection,
   NoRespondersError,
   TimeoutError,
@@ -33,17 +34,25 @@ export interface JetStreamPublisher {
 }
 
 export interface AckInbox extends JetStreamPublisher {
-  /** Publishes still waiting for their ack. */
+  /**
+   * A request answered on the same subscription, resolving with the reply as it came (no checks): e.g. a
+   * JetStream direct get (src/shared/nats/inbox-kv.ts). "No responders" and the bound fail as a publish does.
+   */
+  request(subject: string, payload: string | Uint8Array, opts: { timeout: number }): Promise<Msg>;
+  /** Publishes and requests still waiting for their answer. */
   pending(): number;
   /** Stops the reply subscription; waiting publishes fail. */
   close(): void;
 }
 
 interface Waiter {
-  resolve(ack: PubAck): void;
+  // biome-ignore lint/suspicious/noExplicitAny: a PubAck for a publish, the Msg for a request
+  resolve(answer: any): void;
   reject(err: unknown): void;
   timer: NodeJS.Timeout;
   subject: string;
+  /** A request: the reply as it came, not parsed as an ack. */
+  raw: boolean;
 }
 
 const decoder = new TextDecoder();
@@ -67,33 +76,46 @@ export function createAckInbox(nc: NatsConnection): AckInbox {
       const w = settle(msg.subject.slice(prefix.length));
       if (!w) return; // its bound passed already
       try {
-        w.resolve(parseAck(msg, w.subject));
+        if (!w.raw) w.resolve(parseAck(msg, w.subject));
+        else if (isNoResponders(msg)) throw new NoRespondersError(w.subject);
+        else w.resolve(msg);
       } catch (e) {
         w.reject(e);
       }
     },
   });
 
+  const send = <T>(
+    subject: string,
+    payload: string | Uint8Array,
+    timeout: number,
+    raw: boolean,
+    h: MsgHdrs | undefined,
+  ): Promise<T> => {
+    const token = (next++).toString(36);
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (settle(token)) reject(new TimeoutError());
+      }, timeout);
+      waiting.set(token, { resolve, reject, timer, subject, raw });
+      try {
+        nc.publish(subject, payload, { reply: prefix + token, ...(h ? { headers: h } : {}) });
+      } catch (err) {
+        settle(token);
+        reject(err);
+      }
+    });
+  };
+
   return {
     publish(subject, payload, opts) {
-      const token = (next++).toString(36);
       const h = headers();
       if (opts.msgID !== undefined) h.set('Nats-Msg-Id', opts.msgID);
       const seq = opts.expect?.lastSubjectSequence;
       if (seq !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(seq));
-      return new Promise<PubAck>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          if (settle(token)) reject(new TimeoutError());
-        }, opts.timeout);
-        waiting.set(token, { resolve, reject, timer, subject });
-        try {
-          nc.publish(subject, payload, { reply: prefix + token, headers: h });
-        } catch (err) {
-          settle(token);
-          reject(err);
-        }
-      });
+      return send<PubAck>(subject, payload, opts.timeout, false, h);
     },
+    request: (subject, payload, opts) => send<Msg>(subject, payload, opts.timeout, true, undefined),
     pending: () => waiting.size,
     close() {
       if (!nc.isClosed()) sub.unsubscribe();
@@ -102,9 +124,12 @@ export function createAckInbox(nc: NatsConnection): AckInbox {
   };
 }
 
+/** nats.js's test for a "no responders" status reply. */
+const isNoResponders = (msg: Msg) => msg.data.length === 0 && msg.headers?.code === 503;
+
 /** nats.js's checks of a publish ack (jsclient `publish` + `parseJsResponse`). */
 function parseAck(msg: Msg, subject: string): PubAck {
-  if (msg.data.length === 0 && msg.headers?.code === 503) throw new NoRespondersError(subject);
+  if (isNoResponders(msg)) throw new NoRespondersError(subject);
   const v = JSON.parse(decoder.decode(msg.data)) as PubAck & {
     error?: ConstructorParameters<typeof JetStreamApiError>[0];
   };
