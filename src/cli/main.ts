@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** The `apphost` binary (package.json `bin`): `apphost <command>`, see commands.ts. */
+import { setSourceMapsSupport } from 'node:module';
 import { COMMANDS, runCli } from './commands.ts';
 
 /** package.json engines: older Node lacks APIs the dependencies use (and fails obscurely). */
@@ -8,6 +9,11 @@ if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(`apphost: Node.js 22.18 or newer is needed; this is ${process.version}\n`);
   process.exit(1);
 }
+
+// The image turns source maps on (NODE_OPTIONS=--enable-source-maps) so stack traces name our TypeScript
+// sources; the commands' modules, loaded after this line, get them only for our own code: the dependencies'
+// maps (@kubernetes/client-node's alone) are 10–15 MiB of a gateway's memory (docs/benchmarks.md#memory-of-the-gateway).
+if (process.sourceMapsEnabled) setSourceMapsSupport(true, { nodeModules: false });
 
 const argv = process.argv.slice(2);
 // A client command (logs --follow, run --stream) stops on Ctrl-C and returns; a second Ctrl-C exits.
