@@ -4,7 +4,7 @@
  */
 import type { Dispatcher } from 'undici';
 import type { RunJob } from '../shared/contracts/messaging.ts';
-import type { AppCall, AppResolver } from '../shared/contracts/seams.ts';
+import type { AppCall, AppResolver, AppResponse } from '../shared/contracts/seams.ts';
 import { ApiError } from '../shared/errors.ts';
 import { callUpstream } from '../shared/http/upstream.ts';
 import { graceMs, type RunOutcome } from './outcome.ts';
@@ -18,7 +18,7 @@ export interface ExecuteDeps {
   resolver: AppResolver;
   dispatcher: Dispatcher;
   /** Sends the call on a replica slot the worker reserved (the balancer); else straight to the app's upstream. */
-  send?: (call: AppCall) => Promise<Dispatcher.ResponseData>;
+  send?: (call: AppCall) => Promise<AppResponse>;
   /** Larger response bodies are not kept whole (neither forwarded to a webhook nor kept as the result). */
   maxKeptBodyBytes: number;
 }
@@ -44,7 +44,7 @@ export async function executeRun(
       headersTimeoutMs: bound,
       bodyTimeoutMs: 0,
     };
-    let res: Dispatcher.ResponseData;
+    let res: AppResponse;
     if (deps.send) res = await deps.send(call);
     else {
       const app = await deps.resolver.resolve(job.projectId, job.appName);
@@ -58,7 +58,7 @@ export async function executeRun(
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    for await (const chunk of res.body) {
+    for await (const chunk of res.body ?? [res.whole]) {
       // Reads to the end (the size is recorded) but keeps only what the webhook or the result can use,
       // plus the chunk that crosses the bound.
       if (size <= deps.maxKeptBodyBytes) chunks.push(chunk as Buffer);

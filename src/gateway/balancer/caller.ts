@@ -4,11 +4,12 @@
  * runtime's `X-Apphost-Refused` 429/503 — as "try another replica". The slot is held until the
  * response body closes, so a stream holds it until it ends.
  */
+import { finished } from 'node:stream/promises';
 import type { Dispatcher } from 'undici';
 import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
-import type { AppCall, AppCaller, ResolvedApp } from '../../shared/contracts/seams.ts';
+import type { AppCall, AppCaller, AppResponse, ResolvedApp } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { callUpstream } from '../../shared/http/upstream.ts';
+import { dispatchUpstream } from '../../shared/http/upstream-dispatch.ts';
 import type { Balancer } from './balancer.ts';
 import { type Attempt, placeCall, REFUSED_HEADER, Refusal } from './place.ts';
 import type { AppPool, Lease } from './pool.ts';
@@ -24,7 +25,7 @@ const NOT_CONNECTED = new Set([
 ]);
 
 /** The refusal an answer carries, if any. */
-export function refusalOf(res: Pick<Dispatcher.ResponseData, 'statusCode' | 'headers'>): Refusal | undefined {
+export function refusalOf(res: Pick<AppResponse, 'statusCode' | 'headers'>): Refusal | undefined {
   const raw = res.headers[REFUSED_HEADER];
   const value = (Array.isArray(raw) ? raw[0] : raw)?.trim().toLowerCase();
   if (res.statusCode === 429 && value === Refusal.AtCapacity) return Refusal.AtCapacity;
@@ -63,11 +64,11 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
     }
     return pool;
   };
-  const send = async (pool: AppPool, call: AppCall, first?: Lease): Promise<Dispatcher.ResponseData> => {
-    const attempt = async (lease: Lease): Promise<Attempt<Dispatcher.ResponseData>> => {
-      let res: Dispatcher.ResponseData;
+  const send = async (pool: AppPool, call: AppCall, first?: Lease): Promise<AppResponse> => {
+    const attempt = async (lease: Lease): Promise<Attempt<AppResponse>> => {
+      let res: AppResponse;
       try {
-        res = await callUpstream({ ...call, dispatcher: deps.dispatcher, upstream: lease.replica.url });
+        res = await dispatchUpstream({ ...call, dispatcher: deps.dispatcher, upstream: lease.replica.url });
       } catch (err) {
         const code = notConnected(err);
         if (code && !call.signal?.aborted) return { refused: Refusal.Unreachable, detail: code };
@@ -75,15 +76,17 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
       }
       const refused = refusalOf(res);
       if (!refused) return { value: res };
-      await res.body.dump().catch(() => undefined);
+      // Read to its end (bounded by the call's body timeout and signal) so the connection is reused.
+      if (res.body) await finished(res.body.resume()).catch(() => undefined);
       return { refused };
     };
     const { value: res, lease } = await placeCall(pool, balancer.settings, attempt, {
       ...(call.signal ? { signal: call.signal } : {}),
       ...(first ? { first } : {}),
     });
-    if (res.body.destroyed || res.body.closed) lease.release();
-    else res.body.once('close', () => lease.release());
+    const { body } = res;
+    if (!body || body.destroyed || body.closed) lease.release();
+    else body.once('close', () => lease.release());
     return res;
   };
   const caller = (async (app: ResolvedApp, call: AppCall) => send(poolOf(app), call)) as AppCaller;

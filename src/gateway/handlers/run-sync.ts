@@ -4,19 +4,21 @@
  * goes away. With `webhookEndpoint`, the response is copied on its way through and enqueued for
  * delivery once complete, off the caller's path.
  */
-import { Transform } from 'node:stream';
-import type { Dispatcher } from 'undici';
+import { type Readable, Transform } from 'node:stream';
 import type { WebhookJob } from '../../shared/contracts/messaging.ts';
-import type { AppCaller } from '../../shared/contracts/seams.ts';
+import type { AppCaller, AppResponse } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
-import { forwardResponseHeaders, upstreamError } from '../../shared/http/upstream.ts';
+import { forwardResponseHeaders, isEventStream } from '../../shared/http/upstream.ts';
 import { makeWebhookJob } from '../../webhooks/publish.ts';
 import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
 
 export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
-/** Non-stream responses up to this size (by Content-Length) are read whole and sent in one write. */
+/**
+ * Non-stream responses up to this size (by Content-Length) are read whole before they are passed on,
+ * and sent in one write.
+ */
 export const SMALL_RESPONSE_BYTES = 64 * 1024;
 
 export interface RunSyncDeps {
@@ -37,10 +39,10 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
   const abort = new AbortController();
   // One listener for the end of the call: the caller going away aborts the upstream call, and the
   // replica's slot is freed when the upstream body closes, so make sure it does, whatever happened.
-  let res: Dispatcher.ResponseData | undefined;
+  let res: AppResponse | undefined;
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) abort.abort(new Error('client went away'));
-    if (res && !res.body.closed) res.body.destroy();
+    if (res?.body && !res.body.closed) res.body.destroy();
   });
 
   // Awaited before the caller's response is complete: once a caller has the whole answer, the webhook
@@ -77,6 +79,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
       signal: abort.signal,
       headersTimeoutMs: deps.settings.syncTimeoutMs,
       bodyTimeoutMs: deps.settings.streamIdleTimeoutMs,
+      wholeUpTo: SMALL_RESPONSE_BYTES,
     });
   } catch (err) {
     if (err instanceof ApiError && !abort.signal.aborted) {
@@ -90,10 +93,10 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     throw err;
   }
   // The caller may have gone while the call was placed (the listener above saw no body yet).
-  if (ctx.res.closed && !res.body.closed) res.body.destroy();
+  if (ctx.res.closed && res.body && !res.body.closed) res.body.destroy();
 
   const contentType = headerValue(res.headers['content-type']);
-  const isStream = (contentType ?? '').toLowerCase().startsWith('text/event-stream');
+  const isStream = isEventStream(contentType);
   ctx.state.mode = isStream ? 'stream' : 'sync';
   ctx.status = res.statusCode;
   for (const [name, value] of Object.entries(forwardResponseHeaders(res.headers))) ctx.set(name, value);
@@ -104,32 +107,24 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
     ctx.remove('Content-Type');
   }
 
-  const length = headerValue(res.headers['content-length']);
-  const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
-  if (!isStream && declared !== undefined && declared <= SMALL_RESPONSE_BYTES) {
-    // A small, complete response: one write instead of a stream pipeline (cheaper per call).
-    let buf: Buffer;
-    try {
-      buf = Buffer.from(await res.body.arrayBuffer());
-    } catch (err) {
-      // Nothing is sent yet, so the caller gets a JSON error (504 for a stalled body) — without the
-      // app's headers copied above (e.g. its Content-Encoding would mislabel our body).
-      for (const name of Object.keys(forwardResponseHeaders(res.headers))) ctx.remove(name);
-      throw upstreamError(err, abort.signal);
-    }
+  if (res.whole) {
+    // A small, complete response (read whole by the caller): one write instead of a stream pipeline.
     const status = res.statusCode;
-    await webhookFor(status, contentType, buf, status >= 200 && status < 300 ? 'success' : 'failure');
-    ctx.body = buf;
+    await webhookFor(status, contentType, res.whole, status >= 200 && status < 300 ? 'success' : 'failure');
+    ctx.body = res.whole;
     return;
   }
 
-  let body: NodeJS.ReadableStream = res.body;
+  const length = headerValue(res.headers['content-length']);
+  const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
+  const appBody: Readable = res.body;
+  let body: NodeJS.ReadableStream = appBody;
   if (run.webhook) {
     const limit = deps.settings.maxWebhookBodyBytes;
     const chunks: Buffer[] = [];
     let size = 0;
     const status = res.statusCode;
-    body = res.body.pipe(
+    body = appBody.pipe(
       new Transform({
         transform(chunk: Buffer, _enc, cb) {
           size += chunk.length;
@@ -152,7 +147,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
         },
       }),
     );
-    res.body.once('error', (err) => (body as Transform).destroy(err));
+    appBody.once('error', (err) => (body as Transform).destroy(err));
   }
   ctx.body = body;
   if (!isStream && declared !== undefined) ctx.length = declared;

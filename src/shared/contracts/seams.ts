@@ -1,4 +1,5 @@
-import type { Dispatcher } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { EffectiveScaling } from '../../apis/v1alpha1/scaling.ts';
 import type { Runtime } from '../../apis/v1alpha1/types.ts';
 
@@ -69,15 +70,37 @@ export interface AppCall {
   headersTimeoutMs: number;
   /** Bound on silence between body chunks (0 = none). */
   bodyTimeoutMs: number;
+  /**
+   * An answer with a Content-Length of at most this many bytes (and not `text/event-stream`) is read
+   * whole before the call resolves (`AppResponse.whole`); by default every answer is a stream.
+   */
+  wholeUpTo?: number;
 }
+
+/** An app's answer: its status and headers, and its body read whole or as a stream. */
+export type AppResponse = {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+} & (
+  | {
+      /** The whole body (AppCall.wholeUpTo); the replica's slot is free already. */
+      whole: Buffer;
+      body?: undefined;
+    }
+  | {
+      /** The body; the replica's slot is held until it closes. */
+      body: Readable;
+      whole?: undefined;
+    }
+);
 
 /**
  * Sends a call to a replica of `app` with a free slot (waiting in the app's queue, or for a replica
  * to start, within bounds) and answers with its response; the slot is held until the response body
- * closes. Used by the gateway for sync calls and by the run worker for async runs alike.
+ * closes (or, for an answer read whole, until it is read). Used by the gateway for sync calls and by the run worker for async runs alike.
  */
 export interface AppCaller {
-  (app: ResolvedApp, call: AppCall): Promise<Dispatcher.ResponseData>;
+  (app: ResolvedApp, call: AppCall): Promise<AppResponse>;
   /**
    * Waits for a slot (queue, cold start) without sending anything: the run worker takes one before it
    * marks a run as started, so waiting for capacity never counts as an execution.
@@ -87,7 +110,7 @@ export interface AppCaller {
 
 export interface AppSlot {
   /** Sends the call on the reserved slot (a refusal is retried elsewhere); held until the body closes. */
-  call(call: AppCall): Promise<Dispatcher.ResponseData>;
+  call(call: AppCall): Promise<AppResponse>;
   /** Gives the slot back unused. */
   release(): void;
 }

@@ -139,22 +139,31 @@ function parseUpstream(upstream: string): { origin: string; basePath: string } {
   return p;
 }
 
-export async function callUpstream(call: UpstreamCall): Promise<Dispatcher.ResponseData> {
+/** The undici request for a call (without its signal). */
+export function upstreamRequest(call: UpstreamCall): Dispatcher.DispatchOptions {
   const { origin, basePath } = parseUpstream(call.upstream);
+  return {
+    origin,
+    path: `${basePath}/${call.path}${call.query ? `?${call.query}` : ''}`,
+    method: 'POST',
+    headers: call.headers,
+    body: call.body,
+    headersTimeout: call.headersTimeoutMs,
+    bodyTimeout: call.bodyTimeoutMs,
+  };
+}
+
+export async function callUpstream(call: UpstreamCall): Promise<Dispatcher.ResponseData> {
   try {
-    return await call.dispatcher.request({
-      origin,
-      path: `${basePath}/${call.path}${call.query ? `?${call.query}` : ''}`,
-      method: 'POST',
-      headers: call.headers,
-      body: call.body,
-      signal: call.signal ?? null,
-      headersTimeout: call.headersTimeoutMs,
-      bodyTimeout: call.bodyTimeoutMs,
-    });
+    return await call.dispatcher.request({ ...upstreamRequest(call), signal: call.signal ?? null });
   } catch (err) {
     throw upstreamError(err, call.signal);
   }
+}
+
+/** Whether a Content-Type is a server-sent event stream (passed on as it comes, never buffered). */
+export function isEventStream(contentType: string | undefined): boolean {
+  return contentType?.toLowerCase().startsWith('text/event-stream') ?? false;
 }
 
 /** Maps an undici failure to 502/504; an abort by our own signal is rethrown as is. */

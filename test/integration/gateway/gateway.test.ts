@@ -265,7 +265,7 @@ describe('errors are JSON with the right status', () => {
 });
 
 describe('a response body that stalls', () => {
-  it("is a 504 JSON error without the app's headers", async () => {
+  it("is a 504 JSON error without the app's headers, and its webhook gets the timeout", async () => {
     const stall = await listen((req, res) => {
       req.resume();
       // The head promises 10 bytes, then nothing comes.
@@ -296,6 +296,21 @@ describe('a response body that stalls', () => {
       expect(res.headers['x-upstream']).toBeUndefined();
       expect(res.headers['x-request-id']).toBeTruthy();
       expect(JSON.parse(text).error.code).toBe('upstream_timeout');
+
+      // With a webhook, the receiver learns of the timeout as the caller does.
+      const hooked = await request(
+        `${l.url}/v4/${P}/stall/run?webhookEndpoint=${encodeURIComponent('http://hooks.example.test/x')}`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: '{}',
+        },
+      );
+      await hooked.body.dump();
+      expect(hooked.statusCode).toBe(504);
+      const job = JSON.parse(await nextWebhookJob(nc, String(hooked.headers['x-request-id']))) as WebhookJob;
+      expect(job.runStatus).toBe('timeout');
+      expect(job.response.status).toBe(504);
     } finally {
       await closeServer(stall.server);
       await closeServer(l.server);
