@@ -22,6 +22,7 @@ import { type LoadResult, pickLoadGenerator } from './support/load.ts';
 import {
   APP,
   benchApp,
+  compileGatewayEntry,
   createParts,
   PLATFORM_KEY,
   PROJECT,
@@ -67,7 +68,18 @@ for (const { commit } of specs) {
   const dir = tempDir('apphost-compare-');
   const tar = execFileSync(
     'git',
-    ['-C', REPO_ROOT, 'archive', commit, 'src', 'bench', 'test/harness', 'charts'],
+    [
+      '-C',
+      REPO_ROOT,
+      'archive',
+      commit,
+      'src',
+      'bench',
+      'test/harness',
+      'charts',
+      'tsconfig.json',
+      'tsconfig.build.json',
+    ],
     {
       maxBuffer: 256 * 1024 * 1024,
     },
@@ -80,6 +92,9 @@ for (const { commit } of specs) {
   );
   trees.set(commit, dir);
 }
+// Each tree's gateway compiled as the image's dist/ is (compileGatewayEntry), as `make bench` runs it.
+const entries = new Map<string, string>();
+for (const [commit, dir] of trees) entries.set(commit, await compileGatewayEntry(dir));
 
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
@@ -95,7 +110,7 @@ try {
     const [port, opsPort] = [await freePort(), await freePort()];
     const { proc, line } = await startNodeChild(
       `gateway-${s.name}`,
-      join(trees.get(s.commit) as string, 'bench', 'gateway-entry.ts'),
+      entries.get(s.commit) as string,
       {
         NATS_URL: nats.url,
         APPHOST_LOG_LEVEL: 'warn',

@@ -3,7 +3,8 @@
  * end: a private NATS server (JetStream), the Python runtime serving bench/apps/echo, and the gateway
  * as its own child process (so its RSS can be read and it never shares an event loop with the load).
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,15 +59,47 @@ export function tempDir(prefix: string): string {
 }
 
 /**
- * The gateway's NODE_OPTIONS as the chart gives them (values.yaml `gateway.nodeOptions`, e.g. the young
- * generation's size): the benchmark gateway runs with the flags a pod runs with. BENCH_GATEWAY_NODE_ARGS
- * come after them on the command line, so they win.
+ * The gateway's NODE_OPTIONS as the chart gives them (templates/gateway.yaml: `--enable-source-maps`, then
+ * values.yaml `gateway.nodeOptions`, e.g. the young generation's size): the benchmark gateway runs with
+ * the flags a pod runs with. BENCH_GATEWAY_NODE_ARGS come after them on the command line, so they win.
  */
-export function chartGatewayNodeOptions(): string {
-  const values = parseYaml(readFileSync(join(REPO_ROOT, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
+export function chartGatewayNodeOptions(root = REPO_ROOT): string {
+  const values = parseYaml(readFileSync(join(root, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
     gateway?: { nodeOptions?: string };
   };
-  return values.gateway?.nodeOptions ?? '';
+  return `--enable-source-maps ${values.gateway?.nodeOptions ?? ''}`.trim();
+}
+
+/** Bound on compiling the benchmark gateway (~10 s on a busy 2-core machine). */
+export const TSC_TIMEOUT_MS = 180_000;
+
+/**
+ * Compiles `bench/gateway-entry.ts` and the modules it imports as the image's `dist/` is compiled (tsc with
+ * tsconfig.build.json: the same JavaScript), into `<root>/bench/.out/gateway/`, and returns the entry's
+ * path. The image runs compiled JavaScript; Node's type stripping of the sources costs ~25 MiB of RSS
+ * (docs/benchmarks.md#memory-of-the-gateway), so the benchmark gateway runs what a pod runs.
+ */
+export async function compileGatewayEntry(root = REPO_ROOT): Promise<string> {
+  const out = join(root, 'bench', '.out', 'gateway');
+  mkdirSync(out, { recursive: true });
+  const tsconfig = join(out, 'tsconfig.json');
+  writeFileSync(
+    tsconfig,
+    JSON.stringify({
+      extends: join(root, 'tsconfig.build.json'),
+      compilerOptions: { rootDir: root, outDir: out, noEmit: false },
+      include: [],
+      files: [join(root, 'bench', 'gateway-entry.ts')],
+    }),
+  );
+  const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  await new Promise<void>((resolve, reject) => {
+    execFile(process.execPath, [tsc, '-p', tsconfig], { timeout: TSC_TIMEOUT_MS }, (err, stdout) => {
+      if (err) reject(new Error(`compiling the benchmark gateway failed: ${stdout || err.message}`));
+      else resolve();
+    });
+  });
+  return join(out, 'bench', 'gateway-entry.js');
 }
 
 /** Reads a `Vm*` field of /proc/<pid>/status in bytes (NaN when unreadable, e.g. not Linux). */
@@ -226,17 +259,27 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return { url, port, proc };
   });
 
+  // Compiled on first use, once per run.
+  const gatewayEntry = once(() => compileGatewayEntry());
+
   const startGateway = async (
     name: string,
     worker: boolean,
     limiter = true,
     processes = 1,
   ): Promise<GatewayChild> => {
-    const [n, rt, k, port, opsPort] = await Promise.all([nats(), runtime(), keys(), freePort(), freePort()]);
+    const [n, rt, k, port, opsPort, entry] = await Promise.all([
+      nats(),
+      runtime(),
+      keys(),
+      freePort(),
+      freePort(),
+      gatewayEntry(),
+    ]);
     const app = benchApp(rt.url);
     const { proc, line } = await startNodeChild(
       name,
-      join(BENCH_DIR, 'gateway-entry.ts'),
+      entry,
       {
         NATS_URL: n.url,
         APPHOST_LOG_LEVEL: opts.gatewayLogLevel,
