@@ -5,6 +5,7 @@
  * once serving (with several processes: the primary, once every process listens).
  */
 
+import { setSourceMapsSupport } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { Agent } from 'undici';
 import { parseGatewayEnv } from '../src/gateway/config.ts';
@@ -13,6 +14,9 @@ import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared
 import { callUpstream } from '../src/shared/http/upstream.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { onShutdownSignal } from '../src/shared/shutdown.ts';
+
+// As src/cli/main.ts: with source maps on (the chart's NODE_OPTIONS), only our own code's are loaded.
+if (process.sourceMapsEnabled) setSourceMapsSupport(true, { nodeModules: false });
 
 const env = parseGatewayEnv(process.env);
 const log = createLogger({ name: 'bench-gateway', level: env.APPHOST_LOG_LEVEL });

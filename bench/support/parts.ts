@@ -59,15 +59,36 @@ export function tempDir(prefix: string): string {
 }
 
 /**
- * The gateway's NODE_OPTIONS as the chart gives them (templates/gateway.yaml: `--enable-source-maps`, then
- * values.yaml `gateway.nodeOptions`, e.g. the young generation's size): the benchmark gateway runs with
- * the flags a pod runs with. BENCH_GATEWAY_NODE_ARGS come after them on the command line, so they win.
+ * The gateway's NODE_OPTIONS as a pod of the chart gets them, so the benchmark gateway runs as a pod does:
+ * first the heap V8 would size from the pod's memory limit (podHeapOptions), then the chart's own
+ * (templates/gateway.yaml: `--enable-source-maps`, then values.yaml `gateway.nodeOptions`, e.g. the young
+ * generation's size), which win. BENCH_GATEWAY_NODE_ARGS come after them on the command line, so they win.
  */
 export function chartGatewayNodeOptions(root = REPO_ROOT): string {
   const values = parseYaml(readFileSync(join(root, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
-    gateway?: { nodeOptions?: string };
+    gateway?: { nodeOptions?: string; resources?: { limits?: { memory?: string } } };
   };
-  return `--enable-source-maps ${values.gateway?.nodeOptions ?? ''}`.trim();
+  return [
+    podHeapOptions(values.gateway?.resources?.limits?.memory),
+    '--enable-source-maps',
+    values.gateway?.nodeOptions ?? '',
+  ]
+    .join(' ')
+    .trim();
+}
+
+/**
+ * The old generation's size V8 picks in a container with memory limit `limit` (a Kubernetes quantity):
+ * Node hands V8 the cgroup limit, and V8 sizes the old generation at half of it on 64-bit (a `1Gi` pod:
+ * 512 MiB, `heap_size_limit` 560 MiB with the young generation). The benchmark machine has no limit (V8:
+ * 4 GiB), and the larger V8's heap limit, the more garbage it lets the old generation gather between full
+ * GCs (docs/benchmarks.md#memory-of-the-gateway): without this the benchmark measures a heap no pod has.
+ */
+export function podHeapOptions(limit: string | undefined): string {
+  const m = /^(\d+)(Mi|Gi)$/.exec(limit ?? '');
+  if (!m) return '';
+  const mib = Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
+  return `--max-old-space-size=${Math.floor(mib / 2)}`;
 }
 
 /** Bound on compiling the benchmark gateway (~10 s on a busy 2-core machine). */
