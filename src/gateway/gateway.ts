@@ -124,9 +124,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
     return storePromise;
   };
 
-  const metrics = createGatewayMetrics(deps.registry, async () => {
-    const jsm = await jetstreamManager(deps.nc, { timeout: QUEUE_DEPTH_TIMEOUT_MS });
-    return (await jsm.streams.info(RUNS_STREAM)).state.messages;
+  let draining = false;
+  let inflight = 0;
+  let idle: (() => void) | undefined;
+
+  const metrics = createGatewayMetrics(deps.registry, {
+    inflight: () => inflight,
+    queueDepth: async () => {
+      const jsm = await jetstreamManager(deps.nc, { timeout: QUEUE_DEPTH_TIMEOUT_MS });
+      return (await jsm.streams.info(RUNS_STREAM)).state.messages;
+    },
   });
 
   const outbox = createWebhookOutbox({
@@ -163,14 +170,10 @@ export function createGateway(deps: GatewayDeps): Gateway {
       perAppPerSecond: settings.syncRecordsPerAppPerSecond,
       perSecond: settings.syncRecordsPerSecond,
     },
-    skipped: (reason) => metrics.syncRecordsSkipped.inc({ reason }),
+    skipped: metrics.syncRecordSkipped,
   });
 
   const maxJobBytes = () => Math.min(deps.nc.info?.max_payload ?? 1024 * 1024, RUNS_MAX_MSG_BYTES);
-
-  let draining = false;
-  let inflight = 0;
-  let idle: (() => void) | undefined;
 
   const access: AccessLogHooks<GatewayState, CallContext> = {
     log,
@@ -201,7 +204,6 @@ export function createGateway(deps: GatewayDeps): Gateway {
       const app = s.app ? s.app.appName : '';
       metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
       metrics.duration.observe({ project, app, mode }, seconds);
-      metrics.inflight.dec();
       return { mode, project: s.target?.projectId, app: s.target?.appName };
     },
   };
@@ -248,7 +250,6 @@ export function createGateway(deps: GatewayDeps): Gateway {
       return;
     }
     inflight++;
-    metrics.inflight.inc();
     res.once('close', () => {
       logAccess(access, ctx);
       inflight--;

@@ -1,21 +1,31 @@
-/** The gateway's Prometheus metrics, registered on the Registry passed in. */
+/**
+ * The gateway's Prometheus metrics, registered on the Registry passed in. What changes on every call
+ * but is only read at a scrape (the in-flight count, sync records skipped) is kept in plain numbers
+ * and handed to prom-client when it collects: each `inc`/`set` of prom-client hashes its label set.
+ */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { SyncCallSkip } from '../runs/sync-calls.ts';
 
 export type RunMode = 'sync' | 'async' | 'stream';
 
 export interface GatewayMetrics {
   requests: Counter<'project' | 'app' | 'mode' | 'status'>;
   duration: Histogram<'project' | 'app' | 'mode'>;
-  inflight: Gauge;
   webhookJobs: Counter<'outcome'>;
   webhookOutbox: Gauge;
-  syncRecordsSkipped: Counter<'reason'>;
+  /** Counts a sync call not recorded (added to `apphost_gateway_sync_records_skipped_total` at a scrape). */
+  syncRecordSkipped(reason: SyncCallSkip): void;
 }
 
-export function createGatewayMetrics(
-  registry: Registry,
-  queueDepth?: () => Promise<number | undefined>,
-): GatewayMetrics {
+export interface GatewayMetricSources {
+  /** Requests being served now. */
+  inflight: () => number;
+  /** Messages in the RUNS stream (undefined: unknown now). */
+  queueDepth?: () => Promise<number | undefined>;
+}
+
+export function createGatewayMetrics(registry: Registry, sources: GatewayMetricSources): GatewayMetrics {
+  const skipped = new Map<SyncCallSkip, number>();
   const m: GatewayMetrics = {
     requests: new Counter({
       name: 'apphost_gateway_requests_total',
@@ -30,11 +40,6 @@ export function createGatewayMetrics(
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers: [registry],
     }),
-    inflight: new Gauge({
-      name: 'apphost_gateway_inflight_requests',
-      help: 'Run requests being served right now (sync calls, streams and async accepts).',
-      registers: [registry],
-    }),
     webhookJobs: new Counter({
       name: 'apphost_gateway_webhook_jobs_total',
       help: 'Webhook jobs of sync calls by outcome: queued, held (JetStream did not take it; retried), queued_after_retry, dropped (outbox full), too_large (over the NATS max_payload; not forwarded).',
@@ -46,13 +51,27 @@ export function createGatewayMetrics(
       help: 'Webhook jobs of sync calls held in memory until JetStream takes them.',
       registers: [registry],
     }),
-    syncRecordsSkipped: new Counter({
-      name: 'apphost_gateway_sync_records_skipped_total',
-      help: 'Sync calls not recorded for the dashboard and runs API: rate (over APPHOST_GATEWAY_SYNC_RECORDS_PER_*), disconnected (NATS reconnecting), publish_failed (connection closed).',
-      labelNames: ['reason'],
-      registers: [registry],
-    }),
+    syncRecordSkipped: (reason) => skipped.set(reason, (skipped.get(reason) ?? 0) + 1),
   };
+  new Counter({
+    name: 'apphost_gateway_sync_records_skipped_total',
+    help: 'Sync calls not recorded for the dashboard and runs API: rate (over APPHOST_GATEWAY_SYNC_RECORDS_PER_*), disconnected (NATS reconnecting), publish_failed (connection closed).',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      for (const [reason, n] of skipped) if (n > 0) this.inc({ reason }, n);
+      skipped.clear();
+    },
+  });
+  new Gauge({
+    name: 'apphost_gateway_inflight_requests',
+    help: 'Run requests being served right now (sync calls, streams and async accepts).',
+    registers: [registry],
+    collect() {
+      this.set(sources.inflight());
+    },
+  });
+  const { queueDepth } = sources;
   if (queueDepth) {
     new Gauge({
       name: 'apphost_runs_queue_depth',
