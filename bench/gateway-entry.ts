@@ -11,7 +11,7 @@ import { Agent } from 'undici';
 import { parseGatewayEnv } from '../src/gateway/config.ts';
 import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from '../src/gateway/processes.ts';
 import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared/contracts/seams.ts';
-import { callUpstream } from '../src/shared/http/upstream.ts';
+import { dispatchUpstream } from '../src/shared/http/upstream-dispatch.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { onShutdownSignal } from '../src/shared/shutdown.ts';
 
@@ -32,10 +32,11 @@ const callApp: AppCaller | undefined =
   process.env.APPHOST_BENCH_LIMITER === 'off'
     ? Object.assign(
         (app: ResolvedApp, call: AppCall) =>
-          callUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
+          dispatchUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
         {
           reserve: async (app: ResolvedApp) => ({
-            call: (call: AppCall) => callUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
+            call: (call: AppCall) =>
+              dispatchUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
             release: () => {},
           }),
         },

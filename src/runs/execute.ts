@@ -54,7 +54,12 @@ export async function executeRun(
           error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
         };
       }
-      res = await callUpstream({ ...call, dispatcher: deps.dispatcher, upstream: app.upstream });
+      res = await callUpstream({
+        ...call,
+        signal: abort.signal,
+        dispatcher: deps.dispatcher,
+        upstream: app.upstream,
+      });
     }
     const chunks: Buffer[] = [];
     let size = 0;

@@ -5,6 +5,7 @@
  * replicas that are going away, by `maxRetries`. The caller never sees a replica's refusal, only the
  * platform's own errors.
  */
+import type { CallSignal } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import type { BalancerSettings } from './balancer.ts';
 import type { AppPool, Lease } from './pool.ts';
@@ -36,7 +37,7 @@ export async function placeCall<T>(
     'capacityBlockMs' | 'unreachableBlockMs' | 'maxRetries' | 'queueTimeoutMs' | 'retryAfterSeconds'
   >,
   attempt: (lease: Lease) => Promise<Attempt<T>>,
-  opts: { signal?: AbortSignal; now?: () => number; first?: Lease } = {},
+  opts: { signal?: CallSignal; now?: () => number; first?: Lease } = {},
 ): Promise<{ value: T; lease: Lease }> {
   const now = opts.now ?? Date.now;
   let retries = 0;

@@ -5,7 +5,7 @@
  * call is held the same way and `onWake` asks for a replica at once. Every wait has a bound and ends
  * in a 503 naming why; nothing waits forever.
  */
-import type { Replica, StartFailure } from '../../shared/contracts/seams.ts';
+import type { CallSignal, Replica, StartFailure } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { ConcurrencyMeter } from './meter.ts';
 import { nextUnblock, pickReplica } from './pick.ts';
@@ -35,7 +35,7 @@ export interface Lease {
 
 export interface AcquireOptions {
   /** The caller went away: stop waiting. */
-  signal?: AbortSignal;
+  signal?: CallSignal;
   /** A call that was placed once and refused goes back to the head of the queue, keeping its deadline. */
   requeue?: { deadline: number };
 }

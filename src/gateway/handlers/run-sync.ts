@@ -5,6 +5,7 @@
  * delivery once complete, off the caller's path.
  */
 import { type Readable, Transform } from 'node:stream';
+import { CallAbort } from '../../shared/call-abort.ts';
 import type { WebhookJob } from '../../shared/contracts/messaging.ts';
 import type { AppCaller, AppResponse } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
@@ -36,7 +37,7 @@ export interface RunSyncDeps {
 export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSyncDeps): Promise<void> {
   // ctx.state.log is read only where it logs: the request's logger is built on first use.
   const { requestId } = ctx.state;
-  const abort = new AbortController();
+  const abort = new CallAbort();
   // One listener for the end of the call: the caller going away aborts the upstream call, and the
   // replica's slot is freed when the upstream body closes, so make sure it does, whatever happened.
   let res: AppResponse | undefined;
@@ -76,13 +77,13 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
       query: run.query,
       headers: run.headers,
       body: run.body,
-      signal: abort.signal,
+      signal: abort,
       headersTimeoutMs: deps.settings.syncTimeoutMs,
       bodyTimeoutMs: deps.settings.streamIdleTimeoutMs,
       wholeUpTo: SMALL_RESPONSE_BYTES,
     });
   } catch (err) {
-    if (err instanceof ApiError && !abort.signal.aborted) {
+    if (err instanceof ApiError && !abort.aborted) {
       await webhookFor(
         err.status,
         'application/json',

@@ -58,6 +58,17 @@ export interface AppResolver {
   watchReplicas?(sink: ReplicaSink): void;
 }
 
+/**
+ * What cancels a call: an AbortSignal, or the gateway's cheaper CallAbort (src/shared/call-abort.ts).
+ * Only these members are used.
+ */
+export interface CallSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
 /** One call to an app, before it is placed on a replica. */
 export interface AppCall {
   /** Path after `/v4/<project>/<app>/`, without a leading slash. */
@@ -65,7 +76,7 @@ export interface AppCall {
   query: string;
   headers: Record<string, string>;
   body: Buffer;
-  signal?: AbortSignal;
+  signal?: CallSignal;
   /** Bound on waiting for the response head, once sent. */
   headersTimeoutMs: number;
   /** Bound on silence between body chunks (0 = none). */
@@ -105,7 +116,7 @@ export interface AppCaller {
    * Waits for a slot (queue, cold start) without sending anything: the run worker takes one before it
    * marks a run as started, so waiting for capacity never counts as an execution.
    */
-  reserve(app: ResolvedApp, signal?: AbortSignal): Promise<AppSlot>;
+  reserve(app: ResolvedApp, signal?: CallSignal): Promise<AppSlot>;
 }
 
 export interface AppSlot {

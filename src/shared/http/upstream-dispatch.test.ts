@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { text } from 'node:stream/consumers';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CallAbort } from '../call-abort.ts';
 import { ApiError } from '../errors.ts';
 import { type DispatchCall, dispatchUpstream, readsWhole } from './upstream-dispatch.ts';
 
@@ -129,15 +130,24 @@ describe('dispatchUpstream', () => {
     }
   });
 
-  it('rejects with the signal reason when aborted before the answer, and lets the connection go', async () => {
-    const abort = new AbortController();
-    const pending = dispatchUpstream(call('silent', { signal: abort.signal }));
-    setTimeout(() => abort.abort(new Error('client went away')), 50);
-    await expect(pending).rejects.toThrow('client went away');
-    // Already aborted: nothing is sent.
-    await expect(dispatchUpstream(call('small', { signal: abort.signal }))).rejects.toThrow(
-      'client went away',
-    );
+  it('rejects with the signal reason when aborted before the answer (AbortSignal or CallAbort)', async () => {
+    for (const make of [
+      () => {
+        const c = new AbortController();
+        return { signal: c.signal, abort: (r: Error) => c.abort(r) };
+      },
+      () => {
+        const c = new CallAbort();
+        return { signal: c, abort: (r: Error) => c.abort(r) };
+      },
+    ]) {
+      const { signal, abort } = make();
+      const pending = dispatchUpstream(call('silent', { signal }));
+      setTimeout(() => abort(new Error('client went away')), 50);
+      await expect(pending).rejects.toThrow('client went away');
+      // Already aborted: nothing is sent.
+      await expect(dispatchUpstream(call('small', { signal }))).rejects.toThrow('client went away');
+    }
   });
 
   it('ends a streamed body with the signal reason when aborted mid-stream', async () => {

@@ -8,10 +8,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Dispatcher, errors } from 'undici';
-import type { AppResponse } from '../contracts/seams.ts';
+import type { AppResponse, CallSignal } from '../contracts/seams.ts';
 import { isEventStream, type UpstreamCall, upstreamError, upstreamRequest } from './upstream.ts';
 
-export interface DispatchCall extends UpstreamCall {
+export interface DispatchCall extends Omit<UpstreamCall, 'signal'> {
+  /** Cancels the call (an AbortSignal or a cheaper CallAbort). */
+  signal?: CallSignal;
   /** Answers with a Content-Length up to this many bytes are read whole (`AppResponse.whole`). */
   wholeUpTo?: number;
 }
@@ -53,12 +55,14 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     const { signal } = this.#call;
     if (!signal) return;
+    // Aborting goes through undici, which then calls onResponseError with the reason (any value, as
+    // undici's request API takes it from an AbortSignal).
+    const abort = () => controller.abort((signal.reason ?? new errors.RequestAbortedError()) as Error);
     if (signal.aborted) {
-      controller.abort(signal.reason ?? new errors.RequestAbortedError());
+      abort();
       return;
     }
-    // Aborting goes through undici, which then calls onResponseError with the reason.
-    this.#onAbort = () => controller.abort(signal.reason ?? new errors.RequestAbortedError());
+    this.#onAbort = abort;
     signal.addEventListener('abort', this.#onAbort, { once: true });
   }
 

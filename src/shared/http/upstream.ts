@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { CallSignal } from '../contracts/seams.ts';
 import { ApiError, ErrorCode } from '../errors.ts';
 
 /** Hop-by-hop and proxy-owned request headers never forwarded (RFC 9110 §7.6.1, plus our own secrets). */
@@ -140,7 +141,7 @@ function parseUpstream(upstream: string): { origin: string; basePath: string } {
 }
 
 /** The undici request for a call (without its signal). */
-export function upstreamRequest(call: UpstreamCall): Dispatcher.DispatchOptions {
+export function upstreamRequest(call: Omit<UpstreamCall, 'signal'>): Dispatcher.DispatchOptions {
   const { origin, basePath } = parseUpstream(call.upstream);
   return {
     origin,
@@ -167,7 +168,7 @@ export function isEventStream(contentType: string | undefined): boolean {
 }
 
 /** Maps an undici failure to 502/504; an abort by our own signal is rethrown as is. */
-export function upstreamError(err: unknown, signal?: AbortSignal): unknown {
+export function upstreamError(err: unknown, signal?: CallSignal): unknown {
   if (signal?.aborted) return signal.reason ?? err;
   const code = (err as { code?: string })?.code ?? '';
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
