@@ -4,7 +4,7 @@ import { checkCortexBody, MAX_JSON_DEPTH } from './body.ts';
 import { isAsyncRequested } from './handlers/prepare.ts';
 
 describe('checkCortexBody', () => {
-  it.each(['', '  ', '{}', '{"a":[1,2]}'])('accepts %j', (b) => {
+  it.each(['', '  ', '\n\t ', '{}', ' {"a":[1,2]} '])('accepts %j', (b) => {
     expect(() => checkCortexBody(Buffer.from(b))).not.toThrow();
   });
   it.each(['{', '[1]', '"s"', '3', 'null', 'true'])('rejects %j with 400', (b) => {

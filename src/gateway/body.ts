@@ -75,17 +75,20 @@ function inspect(value: unknown): { depth: number; outOfRange?: string } {
 export function checkCortexBody(body: Buffer): void {
   if (!isUtf8(body)) throw invalid('request body is not valid UTF-8');
   const text = body.toString('utf8');
-  if (text.trim() === '') return;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (err) {
+    // An empty (or blank) body is no arguments; only a body that is not blank must parse.
+    if (text.trim() === '') return;
     throw invalid(`request body is not valid JSON: ${(err as Error).message}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw invalid('request body must be a JSON object of keyword arguments');
   }
-  if (!hasMoreOpeners(text, MAX_JSON_DEPTH) && !MAYBE_OUT_OF_RANGE.test(text)) return;
+  // A text shorter than the depth bound cannot be nested deeper than it.
+  const mayBeTooDeep = text.length > MAX_JSON_DEPTH && hasMoreOpeners(text, MAX_JSON_DEPTH);
+  if (!mayBeTooDeep && !MAYBE_OUT_OF_RANGE.test(text)) return;
   const found = inspect(parsed);
   if (found.depth > MAX_JSON_DEPTH)
     throw invalid(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { limit: MAX_JSON_DEPTH });

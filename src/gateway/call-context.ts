@@ -87,7 +87,10 @@ export class CallContext {
   get hostname(): string {
     const host = this.req.headers.host;
     if (!host) return '';
-    if (host[0] !== '[') return host.split(':', 1)[0] ?? '';
+    if (host[0] !== '[') {
+      const colon = host.indexOf(':');
+      return colon === -1 ? host : host.slice(0, colon);
+    }
     try {
       return new URL(`http://${host}`).hostname;
     } catch {

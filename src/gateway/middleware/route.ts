@@ -7,6 +7,11 @@ import { appNotFound } from './auth.ts';
 
 const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)(?:\/(.*))?$/;
 
+/** decodeURIComponent, skipped for the usual segment without a `%` (it is a call into the runtime). */
+function decoded(segment: string): string {
+  return segment.includes('%') ? decodeURIComponent(segment) : segment;
+}
+
 /** Sets `ctx.state.target` from the path (unless a custom domain did) or throws the 404/405/400. */
 export function route(ctx: Pick<GatewayContext, 'path' | 'method' | 'state' | 'set'>): void {
   if (!ctx.state.target) {
@@ -16,8 +21,8 @@ export function route(ctx: Pick<GatewayContext, 'path' | 'method' | 'state' | 's
     let projectId: string;
     let appName: string;
     try {
-      projectId = decodeURIComponent(m[1]);
-      appName = decodeURIComponent(m[2]);
+      projectId = decoded(m[1]);
+      appName = decoded(m[2]);
     } catch {
       throw new ApiError(ErrorCode.BadRequest, 'path is not valid percent-encoding');
     }

@@ -62,10 +62,10 @@ describe('forwardQuery', () => {
 });
 
 describe('checkForwardPath', () => {
-  it.each(['echo', 'a/b', '', 'with%20space'])('accepts %s', (p) => {
+  it.each(['echo', 'a/b', '', 'with%20space', 'v1.2/file.txt', '...x'])('accepts %s', (p) => {
     expect(() => checkForwardPath(p)).not.toThrow();
   });
-  it.each(['..', 'a/../b', '%2e%2e', 'a%2Fb', '%zz', './x'])('rejects %s', (p) => {
+  it.each(['..', 'a/../b', '%2e%2e', 'a%2Fb', '%zz', './x', 'a\\b', 'a%5Cb'])('rejects %s', (p) => {
     expect(() => checkForwardPath(p)).toThrow(ApiError);
   });
 });

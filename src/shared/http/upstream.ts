@@ -96,6 +96,8 @@ export function forwardQuery(search: string): string {
 
 /** Rejects paths that would climb out of the app's namespace once the upstream normalises them. */
 export function checkForwardPath(path: string): void {
+  // Nothing to decode and no dot or backslash: nothing to refuse (the usual path).
+  if (!path.includes('%') && !path.includes('.') && !path.includes('\\')) return;
   for (const seg of path.split('/')) {
     let decoded: string;
     try {
