@@ -7,11 +7,9 @@
 
 import { setSourceMapsSupport } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { Agent } from 'undici';
 import { parseGatewayEnv } from '../src/gateway/config.ts';
 import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from '../src/gateway/processes.ts';
 import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared/contracts/seams.ts';
-import { dispatchUpstream } from '../src/shared/http/upstream-dispatch.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { onShutdownSignal } from '../src/shared/shutdown.ts';
 
@@ -26,22 +24,19 @@ const resolver: AppResolver = {
   resolveHost: async () => undefined,
 };
 // APPHOST_BENCH_LIMITER=off: calls go straight to the app's upstream, the balancer bypassed (the
-// baseline of the limiter's cost).
-const direct = new Agent({ keepAliveTimeout: 30_000 });
-const callApp: AppCaller | undefined =
-  process.env.APPHOST_BENCH_LIMITER === 'off'
-    ? Object.assign(
-        (app: ResolvedApp, call: AppCall) =>
-          dispatchUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
-        {
-          reserve: async (app: ResolvedApp) => ({
-            call: (call: AppCall) =>
-              dispatchUpstream({ ...call, dispatcher: direct, upstream: app.upstream }),
-            release: () => {},
-          }),
-        },
-      )
-    : undefined;
+// baseline of the limiter's cost). Imported in the serving process only: a primary loads no undici.
+async function directCaller(): Promise<AppCaller> {
+  const [{ Agent }, { dispatchUpstream }] = await Promise.all([
+    import('undici'),
+    import('../src/shared/http/upstream-dispatch.ts'),
+  ]);
+  const direct = new Agent({ keepAliveTimeout: 30_000 });
+  const call = (app: ResolvedApp, c: AppCall) =>
+    dispatchUpstream({ ...c, dispatcher: direct, upstream: app.upstream });
+  return Object.assign(call, {
+    reserve: async (app: ResolvedApp) => ({ call: (c: AppCall) => call(app, c), release: () => {} }),
+  });
+}
 // APPHOST_GATEWAY_PROCESSES as in main.ts (`auto`: this machine's CPUs).
 const run = await runGateway({
   env,
@@ -51,6 +46,7 @@ const run = await runGateway({
   // Imported here, as main.ts does, so a primary does not load the gateway.
   serve: async ({ ops }) => {
     const { serveGateway } = await import('../src/gateway/serve.ts');
+    const callApp = process.env.APPHOST_BENCH_LIMITER === 'off' ? await directCaller() : undefined;
     return { proc: await serveGateway({ env, resolver, log, ops, ...(callApp ? { callApp } : {}) }) };
   },
   onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
