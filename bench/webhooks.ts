@@ -16,7 +16,7 @@ import { publishWebhookJob } from '../src/webhooks/publish.ts';
 import { ensureWebhooksConsumer } from '../src/webhooks/stream.ts';
 import { freePort, waitFor } from '../test/harness/process.ts';
 import type { BenchContext } from './support/context.ts';
-import { BENCH_DIR, PLATFORM_KEY, STOP_GRACE_MS, startNodeChild } from './support/parts.ts';
+import { BENCH_DIR, PLATFORM_KEY, STOP_GRACE_MS, startNodeChild, treeCpuSeconds } from './support/parts.ts';
 import { fmtMs, fmtRate, median, percentile, sleep } from './support/stats.ts';
 
 /** Bound on all jobs of one phase reaching the receiver. */
@@ -126,7 +126,7 @@ export async function webhooks(ctx: BenchContext): Promise<void> {
       await publishAll(js, backlog);
 
       const opsPort = await freePort();
-      const { proc } = await startNodeChild(
+      const { proc, line } = await startNodeChild(
         `webhooks-${variant}`,
         join(BENCH_DIR, 'webhooks-entry.ts'),
         {
@@ -140,8 +140,12 @@ export async function webhooks(ctx: BenchContext): Promise<void> {
         ctx.parts.logDir,
       );
       try {
+        // From its "started" line (start-up done) to the last backlog delivery: the dispatcher's CPU per job.
+        const pid = Number(line.split(' ')[1]); // "started <pid>"
+        const cpu0 = treeCpuSeconds(pid);
         const ids = backlog.map((j) => j.requestId);
         await allDelivered(receiver, ids, `${ids.length} ${variant} backlog deliveries`);
+        const cpuMsPerJob = ((treeCpuSeconds(pid) - cpu0) * 1000) / ids.length;
         const times = ids.map((id) => receiver.hits.get(id)?.at ?? Number.NaN);
         const span = (Math.max(...times) - Math.min(...times)) / 1000;
         const rate = span > 0 ? (ids.length - 1) / span : Number.NaN;
@@ -176,7 +180,8 @@ export async function webhooks(ctx: BenchContext): Promise<void> {
           p50: fmtMs(median(delays)),
           p99: fmtMs(percentile(delays, 99)),
           other:
-            `backlog ${ids.length} drained in ${span.toFixed(2)} s; delay over ${pacedIds.length} jobs at ${settings.webhookRate}/s` +
+            `backlog ${ids.length} drained in ${span.toFixed(2)} s, ≈${cpuMsPerJob.toFixed(3)} ms of dispatcher CPU per job; ` +
+            `delay over ${pacedIds.length} jobs at ${settings.webhookRate}/s` +
             (signed ? `; ${badSignatures} bad signatures` : '') +
             (receiver.duplicates ? `; ${receiver.duplicates} duplicate deliveries so far` : ''),
         });
