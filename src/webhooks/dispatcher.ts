@@ -11,6 +11,8 @@ import type { Registry } from 'prom-client';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { WEBHOOKS_STREAM } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
+import { createAckInbox } from '../shared/nats/ack-inbox.ts';
+import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
 import { createSendTurn } from '../shared/nats/send-turn.ts';
@@ -73,7 +75,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       if (!handle) {
         const kv =
           deps.deliveriesKv ?? (await openDeliveriesBucket(await jetstreamManager(deps.nc), deps.replicas));
-        const records = createDeliveryStore(kv);
+        // Reads and writes answered on one shared inbox: no nats.js request() (and its Errors) per write.
+        const records = createDeliveryStore(kvOverInbox(kv, createAckInbox(deps.nc)));
         // Jobs that reach the same step in one event-loop turn write their records in one socket write.
         const sendTurn = createSendTurn();
         handle = createJobHandler({
