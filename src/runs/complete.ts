@@ -36,6 +36,8 @@ export interface CompleteDeps {
   finished(state: RunOutcome['state']): void;
   /** Runs a write again while JetStream refuses it, within the worker's bound (APPHOST_RUN_WRITE_TIMEOUT_MS). */
   retry<T>(what: string, step: () => Promise<T>): Promise<T>;
+  /** Acknowledges the run's message (the worker sends it with the other writes of its turn). */
+  ack(msg: JsMsg): void;
 }
 
 export async function completeRun(
@@ -128,7 +130,7 @@ export async function finishDelivery(
   if (job.webhook && rec && isTerminal(rec.state)) await queueWebhook(job, rec, runLog, deps, body);
   // Not waited for: the record is final and the webhook job queued, so a lost ack only redelivers the
   // run, and a redelivery that finds the final record just queues the same (de-duplicated) job again.
-  msg.ack();
+  deps.ack(msg);
 }
 
 async function queueWebhook(

@@ -264,6 +264,12 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         webhookPublishTimeoutMs: settings.webhookPublishTimeoutMs,
         maxPayload: () => nc.info?.max_payload ?? 1024 * 1024,
         finished: (state) => metrics.finished.inc({ state }),
+        // Not waited for (complete.ts): it leaves with the pulls and writes of the next turn.
+        ack: (m) => {
+          sendTurn(async () => m.ack()).catch((err: unknown) => {
+            log.debug({ err, seq: m.seq }, 'acking a finished run failed; it will be redelivered');
+          });
+        },
       };
       await ensureConsumer(jsm, RUNS_STREAM, {
         durable_name: settings.consumerName,
@@ -292,6 +298,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         clock,
         log,
         handle,
+        turn: sendTurn,
         onError: (err, m) => {
           log.error({ err, seq: m.seq }, 'run handling failed; it will be redelivered');
           m.nak(settings.pullErrorBackoffMs);

@@ -9,6 +9,7 @@
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
+import type { SendTurn } from './send-turn.ts';
 
 export interface PullLoopOptions {
   consumer: Consumer;
@@ -23,6 +24,11 @@ export interface PullLoopOptions {
   handle(msg: JsMsg): Promise<void>;
   /** `handle` threw: decide the message's fate (nak, leave for redelivery...). Holds the slot until done. */
   onError(err: unknown, msg: JsMsg): Promise<void> | void;
+  /**
+   * The reader's send turn (send-turn.ts): each pull request then leaves in the same socket write as the
+   * record writes and acks its handlers started in that turn. Without it, a pull waits one turn of its own.
+   */
+  turn?: SendTurn;
 }
 
 export interface PullLoop {
@@ -72,13 +78,14 @@ export function startPullLoop(o: PullLoopOptions): PullLoop {
         continue;
       }
       // One turn of the event loop, so handlers finishing together free their slots into one batch.
-      await new Promise<void>((r) => setImmediate(r));
+      const fetch = () =>
+        o.consumer.fetch({ max_messages: Math.max(o.concurrency - inFlight, 1), expires: o.expiresMs });
+      const turn = o.turn;
+      if (!turn) await new Promise<void>((r) => setImmediate(r));
       if (!running) break;
       try {
-        const pull = await o.consumer.fetch({
-          max_messages: Math.max(o.concurrency - inFlight, 1),
-          expires: o.expiresMs,
-        });
+        const pull = await (turn ? turn(() => (running ? fetch() : Promise.resolve(undefined))) : fetch());
+        if (!pull) break;
         batch = pull;
         try {
           for await (const msg of pull) {
