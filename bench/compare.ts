@@ -8,8 +8,11 @@
  * Prints per round each variant's req/s, p50/p99 and gateway CPU per call (/proc/<pid>/stat), then SSE
  * time to first event (sequential, alternating with the direct runtime), and per variant the median CPU
  * per call, peak RSS (VmHWM) and its V8 heap spaces after the load. Nothing is written to RESULTS.md.
- * Settings: COMPARE_ROUNDS (4), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60),
- * BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
+ * With COMPARE_ASYNC_ROUNDS > 0, then as many interleaved rounds of the async load (`?async=true`, 202
+ * accepts; the run worker is off, so RUNS only grows) with each variant's accepts/s, p50/p99 and CPU per
+ * accept. Settings: COMPARE_ROUNDS (4), COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8),
+ * COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0 skips SSE), BENCH_CONNECTIONS (32). Run it under
+ * the bench lock on a shared machine.
  */
 import { execFileSync } from 'node:child_process';
 import { symlinkSync, writeFileSync } from 'node:fs';
@@ -37,6 +40,7 @@ import { ECHO_BODY } from './sync-overhead.ts';
 
 const num = (name: string, def: number) => Number(process.env[name] ?? def);
 const ROUNDS = num('COMPARE_ROUNDS', 4);
+const ASYNC_ROUNDS = num('COMPARE_ASYNC_ROUNDS', 0);
 const SECONDS = num('COMPARE_SECONDS', 8);
 const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
 const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
@@ -137,16 +141,18 @@ try {
       opsUrl: `http://127.0.0.1:${opsPort}`,
       idle: procStatusBytes(pid, 'VmRSS'),
       rounds: [] as Array<LoadResult & { cpuMs: number }>,
+      asyncRounds: [] as Array<LoadResult & { cpuMs: number }>,
     });
   }
   process.stdout.write(
     `load average ${load()} at the start; idle RSS ${gateways.map((g) => `${g.name} ${mib(g.idle)}`).join(', ')}\n`,
   );
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
-  for (let r = 0; r < ROUNDS; r++) {
+  for (let r = 0; r < ROUNDS + ASYNC_ROUNDS; r++) {
+    const async = r >= ROUNDS;
     for (const g of r % 2 ? [...gateways].reverse() : gateways) {
       const spec = {
-        url: `${g.url}/echo`,
+        url: `${g.url}/echo${async ? '?async=true' : ''}`,
         method: 'POST' as const,
         headers,
         body: ECHO_BODY,
@@ -157,10 +163,11 @@ try {
       const cpu0 = procCpuSeconds(g.pid);
       const x = await loadGen.run(spec);
       const cpuMs = ((procCpuSeconds(g.pid) - cpu0) * 1000) / x.requests;
-      g.rounds.push({ ...x, cpuMs });
+      (async ? g.asyncRounds : g.rounds).push({ ...x, cpuMs });
       process.stdout.write(
-        `round ${r + 1} ${g.name}: ${x.rps.toFixed(0)} req/s, p50 ${x.p50Ms.toFixed(2)} ms, p99 ${x.p99Ms.toFixed(2)} ms, ` +
-          `CPU per call ${cpuMs.toFixed(3)} ms, ${x.non2xx + x.errors} errors; load average ${load()}\n`,
+        `${async ? 'async ' : ''}round ${r + 1} ${g.name}: ${x.rps.toFixed(0)} ${async ? 'accepts' : 'req'}/s, ` +
+          `p50 ${x.p50Ms.toFixed(2)} ms, p99 ${x.p99Ms.toFixed(2)} ms, ` +
+          `CPU per ${async ? 'accept' : 'call'} ${cpuMs.toFixed(3)} ms, ${x.non2xx + x.errors} errors; load average ${load()}\n`,
       );
     }
   }
@@ -193,7 +200,7 @@ try {
   ];
   const samples = sse.map(() => [] as number[]);
   try {
-    for (let i = 0; i < SSE_WARMUP + SSE_CALLS; i++) {
+    for (let i = 0; SSE_CALLS > 0 && i < SSE_WARMUP + SSE_CALLS; i++) {
       for (const [k, v] of sse.entries()) {
         const ms = await firstEvent(v.url, v.h);
         if (i >= SSE_WARMUP) samples[k]?.push(ms);
@@ -203,7 +210,7 @@ try {
     await agent.close();
   }
   const direct = median(samples[0] ?? []);
-  for (const [k, v] of sse.entries()) {
+  for (const [k, v] of SSE_CALLS > 0 ? sse.entries() : []) {
     const m = median(samples[k] ?? []);
     process.stdout.write(
       `SSE first event ${v.name}: median ${m.toFixed(3)} ms, added ${(m - direct).toFixed(3)} ms\n`,
@@ -226,11 +233,19 @@ try {
       // heap figures stay out
     }
     const cpu = g.rounds.map((x) => x.cpuMs);
-    process.stdout.write(
-      `${g.name} (${g.commit}${g.flags.length ? ` ${g.flags.join(' ')}` : ''}): CPU per call median ${median(cpu).toFixed(3)} ms ` +
-        `(${Math.min(...cpu).toFixed(3)}–${Math.max(...cpu).toFixed(3)}), median ${median(g.rounds.map((x) => x.rps)).toFixed(0)} req/s, ` +
-        `p50 ${median(g.rounds.map((x) => x.p50Ms)).toFixed(2)} ms; peak RSS ${mib(procStatusBytes(g.pid, 'VmHWM'))} (idle ${mib(g.idle)})${heap}\n`,
-    );
+    const a = g.asyncRounds;
+    if (a.length)
+      process.stdout.write(
+        `${g.name} async: median ${median(a.map((x) => x.rps)).toFixed(0)} accepts/s, p50 ${median(a.map((x) => x.p50Ms)).toFixed(2)} ms, ` +
+          `p99 ${median(a.map((x) => x.p99Ms)).toFixed(2)} ms (${Math.min(...a.map((x) => x.p99Ms)).toFixed(2)}–${Math.max(...a.map((x) => x.p99Ms)).toFixed(2)}), ` +
+          `CPU per accept ${median(a.map((x) => x.cpuMs)).toFixed(3)} ms\n`,
+      );
+    if (cpu.length)
+      process.stdout.write(
+        `${g.name} (${g.commit}${g.flags.length ? ` ${g.flags.join(' ')}` : ''}): CPU per call median ${median(cpu).toFixed(3)} ms ` +
+          `(${Math.min(...cpu).toFixed(3)}–${Math.max(...cpu).toFixed(3)}), median ${median(g.rounds.map((x) => x.rps)).toFixed(0)} req/s, ` +
+          `p50 ${median(g.rounds.map((x) => x.p50Ms)).toFixed(2)} ms; peak RSS ${mib(procStatusBytes(g.pid, 'VmHWM'))} (idle ${mib(g.idle)})${heap}\n`,
+      );
     await g.proc.stop(STOP_GRACE_MS);
   }
   process.stdout.write(`load average ${load()} at the end\n`);
