@@ -17,7 +17,12 @@ import type { GatewayContext } from '../context.ts';
 import type { GatewaySettings } from '../settings.ts';
 import type { PreparedRun } from './prepare.ts';
 
-/** Accepts arriving in one event-loop turn send their publishes (and then their records) in one write. */
+/**
+ * Accepts arriving in one event-loop turn (each from its own socket's callback) send their publishes in
+ * one write. Their records need no turn: the publish acks of one socket read resume their accepts in one
+ * microtask run, whose record writes nats.js already sends in one write — a turn there only made every
+ * accept wait for the rest of the loop's work (p99 ~1 ms of the 202 at c=32).
+ */
 const sendTurn = createSendTurn();
 
 export interface RunAsyncDeps {
@@ -73,7 +78,7 @@ export async function runAsync(ctx: GatewayContext, run: PreparedRun, deps: RunA
   const record = queuedRecordFor(job);
   try {
     const store = await deps.store();
-    await sendTurn(() => store.createQueued(record));
+    await store.createQueued(record);
   } catch (err) {
     // The run is durably queued; the worker writes the record when it picks the run up.
     ctx.state.log.warn({ err }, 'could not write the queued run record');
