@@ -77,6 +77,14 @@ export function chartGatewayNodeOptions(root = REPO_ROOT): string {
     .trim();
 }
 
+/** The gateway's glibc malloc env as the chart gives it (values.yaml `gateway.malloc`). */
+export function chartGatewayMallocEnv(root = REPO_ROOT): Record<string, string> {
+  const values = parseYaml(readFileSync(join(root, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
+    gateway?: { malloc?: Record<string, string | number> | null };
+  };
+  return Object.fromEntries(Object.entries(values.gateway?.malloc ?? {}).map(([k, v]) => [k, String(v)]));
+}
+
 /**
  * The old generation's size V8 picks in a container with memory limit `limit` (a Kubernetes quantity):
  * Node hands V8 the cgroup limit, and V8 sizes the old generation at half of it on 64-bit (a `1Gi` pod:
@@ -313,6 +321,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         APPHOST_GATEWAY_PROCESSES: String(processes),
         APPHOST_BENCH_APPS: JSON.stringify([app]),
         NODE_OPTIONS: chartGatewayNodeOptions(),
+        ...chartGatewayMallocEnv(),
         ...(limiter ? {} : { APPHOST_BENCH_LIMITER: 'off' }),
       },
       'listening ',

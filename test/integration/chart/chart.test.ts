@@ -91,6 +91,19 @@ describe('charts/apphost', () => {
     expect(await env(['--set', 'gateway.nodeOptions='])).toBe('--enable-source-maps');
   });
 
+  it('gives the gateway the glibc malloc env of gateway.malloc (null: none); other names are refused', async () => {
+    const env = async (set: string[]) => {
+      const r = await run('helm', ['template', 'x', CHART, '--show-only', 'templates/gateway.yaml', ...set]);
+      expect(r.code, r.stderr).toBe(0);
+      return [...r.stdout.matchAll(/name: (MALLOC_\w+)\n\s+value: "([^"]*)"/g)].map((m) => `${m[1]}=${m[2]}`);
+    };
+    expect(await env([])).toEqual(['MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+    expect(await env(['--set', 'gateway.malloc=null'])).toEqual([]);
+    expect(await env(['--set', 'gateway.malloc.MALLOC_ARENA_MAX=2'])).toContain('MALLOC_ARENA_MAX=2');
+    const bad = await run('helm', ['template', 'x', CHART, '--set', 'gateway.malloc.LD_PRELOAD=x']);
+    expect(bad.code).not.toBe(0);
+  });
+
   it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
     const rendered = await run('helm', [
       'template',
