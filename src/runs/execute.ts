@@ -43,6 +43,8 @@ export async function executeRun(
       signal: abort.signal,
       headersTimeoutMs: bound,
       bodyTimeoutMs: 0,
+      // An answer that is kept whole anyway comes whole (no body stream), through the balancer.
+      wholeUpTo: deps.maxKeptBodyBytes,
     };
     let res: AppResponse;
     if (deps.send) res = await deps.send(call);
