@@ -13,9 +13,8 @@
  * while it drains, with the load average. `COMPARE_ROUNDS` (3). Nothing is written to RESULTS.md. Run it
  * under the bench lock on a shared machine.
  */
-import { execFileSync } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -25,6 +24,7 @@ import { createSecretBox } from '../src/shared/secretbox.ts';
 import { publishWebhookJob } from '../src/webhooks/publish.ts';
 import { ensureWebhooksConsumer } from '../src/webhooks/stream.ts';
 import { freePort, waitFor } from '../test/harness/process.ts';
+import { exportCommitTree } from './support/commit-tree.ts';
 import { pickLoadGenerator } from './support/load.ts';
 import {
   APP,
@@ -36,7 +36,6 @@ import {
   REPO_ROOT,
   STOP_GRACE_MS,
   startNodeChild,
-  tempDir,
   treeCpuSeconds,
 } from './support/parts.ts';
 import { loadAverageNow } from './support/report.ts';
@@ -65,19 +64,10 @@ const variants = args.map((s) => {
       .map((kv) => kv.split(/=(.*)/s)),
   );
   if (!trees.has(commit)) {
-    const dir = tempDir('apphost-compare-queues-');
-    const tar = execFileSync(
-      'git',
-      ['-C', REPO_ROOT, 'archive', commit, 'src', 'bench', 'test/harness', 'charts'],
-      {
-        maxBuffer: 256 * 1024 * 1024,
-      },
-    );
-    execFileSync('tar', ['-x', '-C', dir], { input: tar });
-    symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'));
-    writeFileSync(
-      join(dir, 'package.json'),
-      execFileSync('git', ['-C', REPO_ROOT, 'show', `${commit}:package.json`]),
+    const dir = exportCommitTree(
+      commit,
+      ['src', 'bench', 'test/harness', 'charts'],
+      'apphost-compare-queues-',
     );
     trees.set(commit, dir);
   }

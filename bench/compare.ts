@@ -14,13 +14,13 @@
  * COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0 skips SSE), BENCH_CONNECTIONS (32). Run it under
  * the bench lock on a shared machine.
  */
-import { execFileSync } from 'node:child_process';
-import { symlinkSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { generateSigningKey, issueRunToken } from '../src/shared/run-tokens.ts';
 import { freePort } from '../test/harness/process.ts';
+import { exportCommitTree } from './support/commit-tree.ts';
 import { type LoadResult, pickLoadGenerator } from './support/load.ts';
 import {
   APP,
@@ -34,7 +34,6 @@ import {
   REPO_ROOT,
   STOP_GRACE_MS,
   startNodeChild,
-  tempDir,
 } from './support/parts.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
@@ -69,30 +68,10 @@ const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 const trees = new Map<string, string>();
 for (const { commit } of specs) {
   if (trees.has(commit)) continue;
-  const dir = tempDir('apphost-compare-');
-  const tar = execFileSync(
-    'git',
-    [
-      '-C',
-      REPO_ROOT,
-      'archive',
-      commit,
-      'src',
-      'bench',
-      'test/harness',
-      'charts',
-      'tsconfig.json',
-      'tsconfig.build.json',
-    ],
-    {
-      maxBuffer: 256 * 1024 * 1024,
-    },
-  );
-  execFileSync('tar', ['-x', '-C', dir], { input: tar });
-  symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'));
-  writeFileSync(
-    join(dir, 'package.json'),
-    execFileSync('git', ['-C', REPO_ROOT, 'show', `${commit}:package.json`]),
+  const dir = exportCommitTree(
+    commit,
+    ['src', 'bench', 'test/harness', 'charts', 'tsconfig.json', 'tsconfig.build.json'],
+    'apphost-compare-',
   );
   trees.set(commit, dir);
 }
