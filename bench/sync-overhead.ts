@@ -184,7 +184,7 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
       throughput: fmtRatio(g.rps, b.rps),
       p50: fmtRatio(g.p50Ms, b.p50Ms),
       p99: fmtRatio(g.p99Ms, b.p99Ms),
-      other: `added p50 ${fmtMs(g.p50Ms - b.p50Ms)}`,
+      other: `added p50 ${fmtMs(g.p50Ms - b.p50Ms)}, p99 ${fmtMs(g.p99Ms - b.p99Ms)}`,
     });
   }
   if (!viaNginx) report.unavailable('sync', 'ratio gateway/nginx', 'no nginx row');
