@@ -37,6 +37,7 @@ import {
   STOP_GRACE_MS,
   startNodeChild,
   treeCpuSeconds,
+  writeSyscalls,
 } from './support/parts.ts';
 import { loadAverageNow } from './support/report.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
@@ -236,6 +237,7 @@ try {
           const pid = Number(line.split(' ')[1]);
           const c0 = treeCpuSeconds(pid);
           const nc0 = treeCpuSeconds(nPid);
+          const w0 = writeSyscalls(pid);
           const me0 = process.cpuUsage();
           const ids = jobs.map((j) => j.requestId);
           await waitFor('drained', async () => ids.every((id) => hits.has(id)), DRAIN_BOUND_MS * 3, 20);
@@ -245,7 +247,7 @@ try {
           const per = (c: number) => ((c * 1000) / ids.length).toFixed(3);
           say(
             `round ${r} ${v.name} ${signed ? 'signed' : 'unsigned'}: ${Math.round((ids.length - 1) / span)} deliveries/s; ` +
-              `dispatcher ${per(treeCpuSeconds(pid) - c0)} ms/job, nats ${per(treeCpuSeconds(nPid) - nc0)} ms/job, ` +
+              `dispatcher ${per(treeCpuSeconds(pid) - c0)} ms/job (${((writeSyscalls(pid) - w0) / ids.length).toFixed(2)} writes), nats ${per(treeCpuSeconds(nPid) - nc0)} ms/job, ` +
               `receiver+bench ${per((me.user + me.system) / 1e6)} ms/job; bad ${bad}; load ${l0} → ${loadAverageNow()}`,
           );
           await proc.stop(STOP_GRACE_MS);

@@ -169,6 +169,15 @@ export function treeCpuSeconds(pid: number): number {
   return processTree(pid).reduce((sum, p) => sum + procCpuSeconds(p), 0);
 }
 
+/** Write and writev syscalls `pid` has made so far (`syscw` of /proc/<pid>/io; 0 when unreadable). */
+export function writeSyscalls(pid: number): number {
+  try {
+    return Number(/^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** procStatusBytes of `pid` and its children, added up. */
 export function treeStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return processTree(pid).reduce((sum, p) => sum + procStatusBytes(p, field), 0);

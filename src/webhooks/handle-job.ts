@@ -60,7 +60,9 @@ export function storeRetryDelayMs(deliveries: number, firstMs: number, maxMs: nu
 }
 
 export function parseWebhookJob(data: Uint8Array): WebhookJob {
-  const job = JSON.parse(Buffer.from(data).toString('utf8')) as Partial<WebhookJob>;
+  const job = JSON.parse(
+    Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'),
+  ) as Partial<WebhookJob>;
   if (
     job?.v !== 1 ||
     typeof job.requestId !== 'string' ||
@@ -76,7 +78,16 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
   const { store, transport, secretBox, metrics, clock, retryDelayMs } = deps;
   const rootLog = deps.log;
   const heartbeatMs = deps.heartbeatMs ?? HEARTBEAT_MS;
-  const iso = (ms: number) => new Date(ms).toISOString();
+  // Jobs handled together read the same millisecond: its text is formatted once.
+  let isoMs = Number.NaN;
+  let isoText = '';
+  const iso = (ms: number) => {
+    if (ms !== isoMs) {
+      isoMs = ms;
+      isoText = new Date(ms).toISOString();
+    }
+    return isoText;
+  };
 
   async function finish(
     msg: JobMessage,
@@ -84,7 +95,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     record: WebhookDeliveryRecord,
     revision: number,
     result: 'delivered' | 'failed',
-    log: Logger,
+    log: () => Logger,
     why?: string,
   ): Promise<void> {
     record.state = result;
@@ -92,17 +103,18 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     await store.save(record, revision);
     const seconds = (clock.now() - Date.parse(job.completedAt)) / 1000;
     metrics.delivery(result, Number.isFinite(seconds) ? seconds : 0);
-    const attempts = record.attempts.map((a) => ({
-      attempt: a.attempt,
-      outcome: a.outcome,
-      status: a.status,
-      error: a.error,
-    }));
+    const attempts = () =>
+      record.attempts.map((a) => ({
+        attempt: a.attempt,
+        outcome: a.outcome,
+        status: a.status,
+        error: a.error,
+      }));
     if (result === 'delivered') {
-      log.info({ attempts }, 'webhook delivered');
+      if (rootLog.isLevelEnabled('info')) log().info({ attempts: attempts() }, 'webhook delivered');
       msg.ack();
     } else {
-      log.error({ attempts, reason: why }, 'webhook delivery failed; giving up');
+      log().error({ attempts: attempts(), reason: why }, 'webhook delivery failed; giving up');
       msg.term(why);
     }
   }
@@ -126,7 +138,12 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       url = undefined;
     }
     const endpointHost = url?.hostname ?? '(invalid)';
-    const log = rootLog.child({ requestId: job.requestId, endpointHost });
+    // Made on first use: most deliveries log nothing below the info level.
+    let child: Logger | undefined;
+    const log = () => {
+      child ??= rootLog.child({ requestId: job.requestId, endpointHost });
+      return child;
+    };
     const s = store;
     try {
       // A first delivery almost never has a record yet: the record is created with the attempt in it
@@ -193,7 +210,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       if (step.action === 'retry') {
         record.updatedAt = iso(clock.now());
         await s.save(record, revision);
-        log.warn(
+        log().warn(
           { attempt: attemptNo, outcome: result.outcome, status: result.status, error: result.error },
           'webhook attempt failed; retrying',
         );
@@ -206,7 +223,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     } catch (err) {
       if (err instanceof DeliveryConflictError) {
         // JetStream handed this job to another dispatcher (we stalled past the ack wait); it owns it now.
-        log.warn('webhook job taken over by another dispatcher');
+        log().warn('webhook job taken over by another dispatcher');
         return;
       }
       recordUnavailable(msg, job, log, err);
@@ -214,12 +231,12 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
   }
 
   /** The record could not be read or written (NATS trouble): JetStream hands the job out again later. */
-  function recordUnavailable(msg: JobMessage, job: WebhookJob, log: Logger, err: unknown): void {
+  function recordUnavailable(msg: JobMessage, job: WebhookJob, log: () => Logger, err: unknown): void {
     const queuedForMs = clock.now() - msg.info.timestampNanos / 1e6;
     if (queuedForMs > deps.recordGiveUpMs) {
       // Nothing can be recorded either: the log line and the metric are what is left of it.
       metrics.delivery('failed', (clock.now() - Date.parse(job.completedAt)) / 1000 || 0);
-      log.error(
+      log().error(
         { err: errorText(err), queuedForMs, reason: 'record_unavailable' },
         'webhook delivery failed; giving up: its delivery record could not be read or written',
       );
@@ -227,7 +244,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       return;
     }
     const delayMs = storeRetryDelayMs(msg.info.deliveryCount, deps.errorBackoffMs, deps.errorBackoffMaxMs);
-    log.warn({ err: errorText(err), delayMs }, 'webhook job not processed; will be redelivered');
+    log().warn({ err: errorText(err), delayMs }, 'webhook job not processed; will be redelivered');
     try {
       msg.nak(delayMs);
     } catch {
