@@ -3,6 +3,7 @@
  * cancel or a stopping worker, and turn what happened into a RunOutcome.
  */
 import type { Dispatcher } from 'undici';
+import type { CallAbort } from '../shared/call-abort.ts';
 import type { RunJob } from '../shared/contracts/messaging.ts';
 import type { AppCall, AppResolver, AppResponse } from '../shared/contracts/seams.ts';
 import { ApiError } from '../shared/errors.ts';
@@ -26,21 +27,22 @@ export interface ExecuteDeps {
 /** Calls the app; undefined when abandoned because the worker is stopping. */
 export async function executeRun(
   job: RunJob,
-  abort: AbortController,
+  abort: CallAbort,
   deps: ExecuteDeps,
 ): Promise<RunOutcome | undefined> {
   const bound = graceMs(job);
   const timer = setTimeout(() => abort.abort(TIMEOUT), bound);
-  const reason = (): AbortReason | undefined =>
-    abort.signal.aborted ? (abort.signal.reason as AbortReason) : undefined;
+  const reason = (): AbortReason | undefined => (abort.aborted ? (abort.reason as AbortReason) : undefined);
+  // undici's request API (no balancer) needs a real AbortSignal: one follows the switch only then.
+  let bridge: { signal: AbortSignal; stop(): void } | undefined;
   try {
-    if (abort.signal.aborted) throw abort.signal.reason;
+    if (abort.aborted) throw abort.reason;
     const call: AppCall = {
       path: job.path,
       query: job.query,
       headers: job.headers,
       body: Buffer.from(job.bodyBase64, 'base64'),
-      signal: abort.signal,
+      signal: abort,
       headersTimeoutMs: bound,
       bodyTimeoutMs: 0,
       // An answer that is kept whole anyway comes whole (no body stream), through the balancer.
@@ -56,9 +58,10 @@ export async function executeRun(
           error: { code: 'not_found', message: `app "${job.appName}" no longer exists` },
         };
       }
+      bridge = abortSignalOf(abort);
       res = await callUpstream({
         ...call,
-        signal: abort.signal,
+        signal: bridge.signal,
         dispatcher: deps.dispatcher,
         upstream: app.upstream,
       });
@@ -98,5 +101,15 @@ export async function executeRun(
     return { state: 'failure', error: { code: 'internal', message: (err as Error)?.message ?? 'error' } };
   } finally {
     clearTimeout(timer);
+    bridge?.stop();
   }
+}
+
+/** An AbortSignal aborted with the switch's reason when the switch is. */
+function abortSignalOf(abort: CallAbort): { signal: AbortSignal; stop(): void } {
+  const ac = new AbortController();
+  const follow = () => ac.abort(abort.reason);
+  if (abort.aborted) follow();
+  else abort.addEventListener('abort', follow);
+  return { signal: ac.signal, stop: () => abort.removeEventListener('abort', follow) };
 }

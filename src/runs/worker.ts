@@ -17,11 +17,12 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { Agent, type Dispatcher } from 'undici';
 import type { BackoffSettings } from '../shared/backoff.ts';
+import { CallAbort } from '../shared/call-abort.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_STREAM, type RunJob, runCancelSubject } from '../shared/contracts/messaging.ts';
 import type { AppCall, AppCaller, AppResolver, AppSlot } from '../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
-import type { Logger } from '../shared/log.ts';
+import { type Logger, lazyChild } from '../shared/log.ts';
 import { type AckInbox, createAckInbox } from '../shared/nats/ack-inbox.ts';
 import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
@@ -93,7 +94,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   let completeDeps: Omit<CompleteDeps, 'retry'> | undefined;
   let cancelSub: Subscription | undefined;
   let pulling: PullLoop | undefined;
-  const running = new Map<string, AbortController>();
+  const running = new Map<string, CallAbort>();
   const holding = new Map<string, number>();
   const hold = (key: string, delta: number) => {
     const n = (holding.get(key) ?? 0) + delta;
@@ -111,7 +112,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       msg.term('unreadable');
       return;
     }
-    const runLog = log.child({ requestId: job.requestId, project: job.projectId, app: job.appName });
+    // Made on the first line logged: most runs log nothing below info.
+    const runLog = lazyChild(log, { requestId: job.requestId, project: job.projectId, app: job.appName });
     const s = store as RunStore;
     // Writes wait out a NATS failover within the bound instead of handing the run back at the first refusal.
     const retry = <T>(what: string, step: () => Promise<T>) =>
@@ -127,7 +129,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     // outcome (which may wait for NATS to recover): a message whose ack wait passed would be redelivered
     // and run again.
     const heartbeat = setInterval(() => msg.working(), heartbeatEveryMs);
-    const abort = new AbortController();
+    // Cancel, timeout and shutdown switch of this run; only read as a CallSignal (not an AbortController: ~4 µs each).
+    const abort = new CallAbort();
     const key = `${job.projectId}/${job.appName}`;
     let held = false;
     let slot: AppSlot | undefined;
@@ -175,9 +178,9 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
           return;
         }
         try {
-          slot = await deps.callApp.reserve(app, abort.signal);
+          slot = await deps.callApp.reserve(app, abort);
         } catch (err) {
-          if (abort.signal.aborted) {
+          if (abort.aborted) {
             msg.nak();
             return;
           }
@@ -284,7 +287,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         callback: (_err, m) => {
           const runId = m.subject.slice(runCancelSubject('').length);
           const ac = running.get(runId);
-          if (ac && !ac.signal.aborted) {
+          if (ac && !ac.aborted) {
             log.info({ requestId: runId }, 'cancelling a running run');
             ac.abort(CANCEL);
           }
@@ -317,7 +320,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
       });
       if ((await Promise.race([all.then(() => 'done' as const), bounded])) === 'bound') {
         log.warn({ active: running.size }, 'stop bound passed: abandoning running runs for redelivery');
-        for (const ac of running.values()) if (!ac.signal.aborted) ac.abort(SHUTDOWN);
+        for (const ac of running.values()) if (!ac.aborted) ac.abort(SHUTDOWN);
         await Promise.race([all, new Promise((r) => setTimeout(r, 2_000))]);
       }
       clearTimeout(timer);
