@@ -14,13 +14,14 @@ import type { JetStreamPublisher } from '../shared/nats/ack-inbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
 import {
   finishRun,
+  inlineResult,
   keepResult,
   type RunOutcome,
   webhookBodySource,
   webhookJobFor,
   webhookJobSize,
 } from './outcome.ts';
-import { isTerminal, type RunStore, type VersionedRun } from './store.ts';
+import { inlineResultBytes, isTerminal, type RunStore, type VersionedRun } from './store.ts';
 
 export interface CompleteDeps {
   /** Where webhook jobs are published (the worker's ack inbox). */
@@ -57,7 +58,10 @@ export async function completeRun(
     const kept = keepResult(outcome, Math.min(deps.maxResultBytes, deps.maxPayload() - 4096));
     result = kept.result;
     const bytes = kept.bytes;
-    if (bytes) {
+    // Small bytes go inside the final record (one write fewer); larger ones first, under their own key.
+    const inline = bytes ? inlineResult(kept.result, bytes) : undefined;
+    if (inline) result = inline;
+    else if (bytes) {
       try {
         await deps.retry('storing the run result', () =>
           store.putResult(job.projectId, job.appName, job.requestId, bytes),
@@ -151,6 +155,7 @@ async function queueWebhook(
     return;
   }
   let body: Uint8Array | undefined = source.from === 'error' ? source.body : known;
+  if (!body && source.from === 'result') body = inlineResultBytes(rec);
   if (!body && source.from === 'result')
     body = await deps.retry('reading the run result', () =>
       store.getResult(job.projectId, job.appName, job.requestId),

@@ -124,6 +124,23 @@ export function keepResult(
   };
 }
 
+/**
+ * Kept results up to this size travel inside the final record (`RunResult.inlineBase64`) instead of under
+ * their own key: one KV write per run fewer (most function answers are small), and the bytes and the
+ * record that points at them are stored in one write. Larger ones keep their own key, so a record stays
+ * small for lists.
+ */
+export const RUN_RESULT_INLINE_MAX_BYTES = 1024;
+
+/** The result with its bytes inside it, when they are small enough; else undefined (stored on their own). */
+export function inlineResult(result: RunResult, bytes: Uint8Array): RunResult | undefined {
+  if (bytes.length > RUN_RESULT_INLINE_MAX_BYTES) return undefined;
+  return {
+    ...result,
+    inlineBase64: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64'),
+  };
+}
+
 /** Next record when the run finished; a terminal record is never overwritten. */
 export function finishRun(
   current: RunRecord | undefined,

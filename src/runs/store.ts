@@ -95,6 +95,12 @@ export interface VersionedRun {
 
 export const isTerminal = (state: RunRecord['state']) => TERMINAL_RUN_STATES.includes(state);
 
+/** The kept bytes a record carries itself (undefined: none there; look under `runResultKey()`). */
+export function inlineResultBytes(rec: Pick<RunRecord, 'result'> | undefined): Buffer | undefined {
+  const b64 = rec?.result?.inlineBase64;
+  return b64 === undefined ? undefined : Buffer.from(b64, 'base64');
+}
+
 const encode = (r: RunRecord) => JSON.stringify(r);
 function decode(e: KvEntry | null): RunRecord | undefined {
   if (e?.operation !== 'PUT') return undefined;
@@ -164,8 +170,13 @@ export function createRunStore(
     },
 
     async getResult(projectId, appName, runId) {
-      const e = await kv.get(runResultKey(projectId, appName, runId));
-      return e?.operation === 'PUT' ? e.value : undefined;
+      // Small results are inside the record (RunResult.inlineBase64), larger ones under their own key:
+      // both looked up at once.
+      const [rec, e] = await Promise.all([
+        kv.get(runKey(projectId, appName, runId)),
+        kv.get(runResultKey(projectId, appName, runId)),
+      ]);
+      return inlineResultBytes(decode(rec)) ?? (e?.operation === 'PUT' ? e.value : undefined);
     },
 
     async putResult(projectId, appName, runId, bytes) {

@@ -86,7 +86,10 @@ export interface RunRecord {
   cancelRequested?: boolean;
   /** Host of the webhook endpoint, when the run forwards its result (never the full URL's secrets). */
   webhookHost?: string;
-  /** The function's response, as far as it is kept; the bytes are under `runResultKey()`. */
+  /**
+   * The function's response, as far as it is kept; the bytes are in `result.inlineBase64` when small,
+   * else under `runResultKey()`.
+   */
   result?: RunResult;
   /** The app answered `text/event-stream`: the result holds the events as they were sent. */
   streamed?: boolean;
@@ -104,6 +107,11 @@ export interface RunResult {
   sizeBytes: number;
   keptBytes: number;
   reason?: string;
+  /**
+   * The kept bytes themselves, base64, when there are at most `RUN_RESULT_INLINE_MAX_BYTES` (runs/outcome.ts):
+   * written with the final record in one write. Absent: the bytes are under `runResultKey()` (or none kept).
+   */
+  inlineBase64?: string;
 }
 
 /** A delivery to perform, published to WEBHOOKS with `Nats-Msg-Id` = `webhook-<requestId>`. */

@@ -172,6 +172,41 @@ it('a redelivered run whose record is final queues its webhook job from that rec
   expect(starts(marker)).toBe(0);
 });
 
+it('a redelivered run whose final record carries its result inline queues the webhook with those bytes', async () => {
+  const marker = join(dir, 'inline-starts');
+  const job = runJob('started_then_sleep', { marker, seconds: 0.1 });
+  // What a worker killed after writing a final record with a small result (no result key) leaves behind.
+  const answer = Buffer.from(JSON.stringify({ from: 'the record itself' }));
+  const finishedAt = new Date(Date.now() - 60_000).toISOString();
+  await store.update(P, APP, job.requestId, () => ({
+    runId: job.requestId,
+    projectId: P,
+    appName: APP,
+    path: job.path,
+    state: 'success',
+    createdAt: job.acceptedAt,
+    startedAt: finishedAt,
+    finishedAt,
+    executions: 1,
+    responseStatus: 200,
+    webhookHost: 'hooks.example.test',
+    result: {
+      kept: 'complete',
+      contentType: 'application/json',
+      sizeBytes: answer.length,
+      keptBytes: answer.length,
+      inlineBase64: answer.toString('base64'),
+    },
+  }));
+  await enqueue(job);
+
+  const [hook, ...more] = await webhookJobs(job.requestId, WAIT_MS);
+  expect(more).toEqual([]);
+  expect(hook).toMatchObject({ runStatus: 'success', completedAt: finishedAt, response: { status: 200 } });
+  expect(Buffer.from(hook?.response.bodyBase64 ?? '', 'base64')).toEqual(answer);
+  expect(starts(marker)).toBe(0);
+});
+
 it('a body the result does not hold whole is stored for the webhook, so a redelivery can queue it', async () => {
   const job = runJob('started_then_sleep', { marker: join(dir, 'unused'), seconds: 0.1 });
   const whole = Buffer.from(JSON.stringify({ text: 'y'.repeat(4_000) }));

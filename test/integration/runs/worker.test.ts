@@ -6,18 +6,22 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
+import { RUN_RESULT_INLINE_MAX_BYTES } from '../../../src/runs/outcome.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../../../src/runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure, type RunStore } from '../../../src/runs/store.ts';
 import { createRunWorker, type RunWorker } from '../../../src/runs/worker.ts';
 import {
+  RUNS_BUCKET,
   RUNS_STREAM,
   type RunRecord,
+  runResultKey,
   TERMINAL_RUN_STATES,
   WEBHOOKS_STREAM,
   type WebhookJob,
@@ -259,6 +263,30 @@ describe('async runs', () => {
     }
     expect(job.runStatus).toBe('success');
     expect(JSON.parse(Buffer.from(job.response.bodyBase64, 'base64').toString())).toEqual({ echo: { a: 1 } });
+  });
+});
+
+describe('results', () => {
+  it('a small result travels in the final record (no key of its own), a larger one under its own key', async () => {
+    const kv = await new Kvm(nc).open(RUNS_BUCKET);
+    const small = await runAsync('hello', 'big', { size: 100 });
+    const large = await runAsync('hello', 'big', { size: RUN_RESULT_INLINE_MAX_BYTES + 1 });
+    const smallId = String(small.headers['x-request-id']);
+    const largeId = String(large.headers['x-request-id']);
+    const [s, l] = [await waitForState('hello', smallId), await waitForState('hello', largeId)];
+    expect(s).toMatchObject({ state: 'success', result: { kept: 'complete', keptBytes: 102 } });
+    expect(Buffer.from(s.result?.inlineBase64 ?? '', 'base64').toString()).toBe(`"${'x'.repeat(100)}"`);
+    expect(await kv.get(runResultKey(P, 'hello', smallId))).toBeNull();
+    expect(l).toMatchObject({ state: 'success', result: { kept: 'complete' } });
+    expect(l.result?.inlineBase64).toBeUndefined();
+    expect((await kv.get(runResultKey(P, 'hello', largeId)))?.operation).toBe('PUT');
+    // Readers see the same bytes wherever they are kept.
+    expect(Buffer.from((await store.getResult(P, 'hello', smallId)) ?? []).toString()).toBe(
+      `"${'x'.repeat(100)}"`,
+    );
+    expect(Buffer.from((await store.getResult(P, 'hello', largeId)) ?? []).toString()).toBe(
+      `"${'x'.repeat(RUN_RESULT_INLINE_MAX_BYTES + 1)}"`,
+    );
   });
 });
 
