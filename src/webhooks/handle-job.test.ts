@@ -262,3 +262,45 @@ describe('job handler: what JetStream is told', () => {
     expect((await bad.store.get('req-1'))?.attempts[0]).toMatchObject({ outcome: 'refused_by_policy' });
   });
 });
+
+describe('job handler: heartbeats', () => {
+  it('every attempt in flight tells JetStream it is being worked on until it ends, and none after', async () => {
+    const beats = new Map<string, number>();
+    const finishers: Array<() => void> = [];
+    const handle = createJobHandler({
+      store: memoryStore(),
+      transport: {
+        send: () =>
+          new Promise<AttemptResult>((resolve) => {
+            finishers.push(() => resolve({ outcome: 'success', status: 200 }));
+          }),
+      },
+      secretBox: box,
+      log: silentLogger(),
+      metrics: createWebhookMetrics(new Registry()),
+      clock,
+      retryDelayMs: 1_500,
+      errorBackoffMs: 1_000,
+      errorBackoffMaxMs: 30_000,
+      recordGiveUpMs: GIVE_UP_MS,
+      heartbeatMs: 5,
+    });
+    const delivery = (id: string) => {
+      const { msg } = message({ ...job(), requestId: id });
+      return { ...msg, working: () => beats.set(id, (beats.get(id) ?? 0) + 1) };
+    };
+    const first = handle(delivery('one'));
+    const second = handle(delivery('two'));
+    await expect.poll(() => (beats.get('one') ?? 0) >= 2 && (beats.get('two') ?? 0) >= 2).toBe(true);
+    finishers.shift()?.();
+    await first;
+    const oneAfter = beats.get('one');
+    await expect.poll(() => (beats.get('two') ?? 0) >= 4).toBe(true);
+    expect(beats.get('one')).toBe(oneAfter);
+    finishers.shift()?.();
+    await second;
+    const twoAfter = beats.get('two');
+    await new Promise((r) => setTimeout(r, 30));
+    expect(beats.get('two')).toBe(twoAfter);
+  });
+});

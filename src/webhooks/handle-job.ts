@@ -54,6 +54,9 @@ export interface JobHandlerDeps {
   heartbeatMs?: number;
 }
 
+/** Endpoint URLs the handler keeps parsed at most. */
+const URLS_KEPT = 1_024;
+
 /** The pause before the `deliveries`-th delivery of a job is handed out again after a record error. */
 export function storeRetryDelayMs(deliveries: number, firstMs: number, maxMs: number): number {
   return Math.min(maxMs, firstMs * 2 ** Math.min(Math.max(deliveries - 1, 0), 30));
@@ -87,6 +90,35 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       isoText = new Date(ms).toISOString();
     }
     return isoText;
+  };
+
+  // One heartbeat timer for all attempts in flight (not one per attempt): each attempt tells JetStream
+  // it is still being worked on at most heartbeatMs after it starts and every heartbeatMs after that.
+  const attempting = new Set<JobMessage>();
+  let heartbeat: NodeJS.Timeout | undefined;
+  const beat = () => {
+    for (const m of attempting) {
+      try {
+        m.working();
+      } catch {
+        // connection gone: nothing to extend
+      }
+    }
+  };
+
+  // Parsed once per endpoint (jobs to one receiver repeat it); forgotten all at once past URLS_KEPT.
+  const urls = new Map<string, URL | undefined>();
+  const endpointUrl = (endpoint: string): URL | undefined => {
+    if (urls.has(endpoint)) return urls.get(endpoint);
+    if (urls.size >= URLS_KEPT) urls.clear();
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      url = undefined;
+    }
+    urls.set(endpoint, url);
+    return url;
   };
 
   async function finish(
@@ -131,12 +163,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       msg.term('malformed job');
       return;
     }
-    let url: URL | undefined;
-    try {
-      url = new URL(job.target.endpoint);
-    } catch {
-      url = undefined;
-    }
+    const url = endpointUrl(job.target.endpoint);
     const endpointHost = url?.hostname ?? '(invalid)';
     // Made on first use: most deliveries log nothing below the info level.
     let child: Logger | undefined;
@@ -266,17 +293,16 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       }
     }
     const req = buildDeliveryRequest(job, secret, Math.floor(clock.now() / 1000));
-    const heartbeat = setInterval(() => {
-      try {
-        msg.working();
-      } catch {
-        // connection gone: nothing to extend
-      }
-    }, heartbeatMs);
+    attempting.add(msg);
+    heartbeat ??= setInterval(beat, heartbeatMs);
     try {
       return await transport.send(url, req);
     } finally {
-      clearInterval(heartbeat);
+      attempting.delete(msg);
+      if (attempting.size === 0) {
+        clearInterval(heartbeat);
+        heartbeat = undefined;
+      }
     }
   }
 

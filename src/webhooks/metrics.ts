@@ -32,13 +32,27 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 300],
     registers: [registry],
   });
+  // Label children looked up once per value, not hashed from a label object per job.
+  const children = (counter: Counter<string>) => {
+    const byValue = new Map<string, Counter.Internal>();
+    return (value: string) => {
+      let child = byValue.get(value);
+      if (!child) {
+        child = counter.labels(value);
+        byValue.set(value, child);
+      }
+      return child;
+    };
+  };
+  const byOutcome = children(attempts);
+  const byResult = children(deliveries);
   return {
     attempt(outcome, seconds) {
-      attempts.inc({ outcome });
+      byOutcome(outcome).inc();
       attemptDuration.observe(seconds);
     },
     delivery(result, seconds) {
-      deliveries.inc({ result });
+      byResult(result).inc();
       deliveryDuration.observe(Math.max(0, seconds));
     },
   };

@@ -49,6 +49,9 @@ export interface SsrfGuard {
   allows(address: string): boolean;
 }
 
+/** Addresses whose decision the guard remembers at most. */
+export const DECISIONS_KEPT = 4_096;
+
 /**
  * Addresses are judged by `decideAddress` (special-addresses.ts); `allowCidrs` opens ranges it would
  * refuse (local mode passes 127.0.0.0/8 and ::1/128).
@@ -59,7 +62,18 @@ export function createSsrfGuard(opts: {
 }): SsrfGuard {
   const allowed = blockListOf(opts.allowCidrs);
   const inAllowList = (ip: string) => allowed.check(ip, isIP(ip) === 6 ? 'ipv6' : 'ipv4');
-  const decide = (address: string): AddressDecision => decideAddress(address, inAllowList);
+  // The decision is a pure function of the address: remembered for the addresses seen (a receiver's
+  // address comes back with every delivery to it), forgotten all at once past DECISIONS_KEPT.
+  const decisions = new Map<string, AddressDecision>();
+  const decide = (address: string): AddressDecision => {
+    let d = decisions.get(address);
+    if (d === undefined) {
+      if (decisions.size >= DECISIONS_KEPT) decisions.clear();
+      d = decideAddress(address, inAllowList);
+      decisions.set(address, d);
+    }
+    return d;
+  };
   const allows = (address: string): boolean => decide(address).allowed;
   return {
     allows,
