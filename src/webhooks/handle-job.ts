@@ -6,7 +6,7 @@
 
 import type { Clock } from '../shared/clock.ts';
 import type { WebhookAttempt, WebhookDeliveryRecord, WebhookJob } from '../shared/contracts/messaging.ts';
-import type { Logger } from '../shared/log.ts';
+import { type Logger, lazyChild } from '../shared/log.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { DeliveryConflictError, type DeliveryStore } from './deliveries.ts';
 import type { AttemptResult, DeliveryTransport } from './http-transport.ts';
@@ -127,7 +127,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     record: WebhookDeliveryRecord,
     revision: number,
     result: 'delivered' | 'failed',
-    log: () => Logger,
+    log: Logger,
     why?: string,
   ): Promise<void> {
     record.state = result;
@@ -143,10 +143,10 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
         error: a.error,
       }));
     if (result === 'delivered') {
-      if (rootLog.isLevelEnabled('info')) log().info({ attempts: attempts() }, 'webhook delivered');
+      if (rootLog.isLevelEnabled('info')) log.info({ attempts: attempts() }, 'webhook delivered');
       msg.ack();
     } else {
-      log().error({ attempts: attempts(), reason: why }, 'webhook delivery failed; giving up');
+      log.error({ attempts: attempts(), reason: why }, 'webhook delivery failed; giving up');
       msg.term(why);
     }
   }
@@ -166,11 +166,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     const url = endpointUrl(job.target.endpoint);
     const endpointHost = url?.hostname ?? '(invalid)';
     // Made on first use: most deliveries log nothing below the info level.
-    let child: Logger | undefined;
-    const log = () => {
-      child ??= rootLog.child({ requestId: job.requestId, endpointHost });
-      return child;
-    };
+    const log = lazyChild(rootLog, { requestId: job.requestId, endpointHost });
     const s = store;
     try {
       // A first delivery almost never has a record yet: the record is created with the attempt in it
@@ -237,7 +233,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       if (step.action === 'retry') {
         record.updatedAt = iso(clock.now());
         await s.save(record, revision);
-        log().warn(
+        log.warn(
           { attempt: attemptNo, outcome: result.outcome, status: result.status, error: result.error },
           'webhook attempt failed; retrying',
         );
@@ -250,7 +246,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
     } catch (err) {
       if (err instanceof DeliveryConflictError) {
         // JetStream handed this job to another dispatcher (we stalled past the ack wait); it owns it now.
-        log().warn('webhook job taken over by another dispatcher');
+        log.warn('webhook job taken over by another dispatcher');
         return;
       }
       recordUnavailable(msg, job, log, err);
@@ -258,12 +254,12 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
   }
 
   /** The record could not be read or written (NATS trouble): JetStream hands the job out again later. */
-  function recordUnavailable(msg: JobMessage, job: WebhookJob, log: () => Logger, err: unknown): void {
+  function recordUnavailable(msg: JobMessage, job: WebhookJob, log: Logger, err: unknown): void {
     const queuedForMs = clock.now() - msg.info.timestampNanos / 1e6;
     if (queuedForMs > deps.recordGiveUpMs) {
       // Nothing can be recorded either: the log line and the metric are what is left of it.
       metrics.delivery('failed', (clock.now() - Date.parse(job.completedAt)) / 1000 || 0);
-      log().error(
+      log.error(
         { err: errorText(err), queuedForMs, reason: 'record_unavailable' },
         'webhook delivery failed; giving up: its delivery record could not be read or written',
       );
@@ -271,7 +267,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       return;
     }
     const delayMs = storeRetryDelayMs(msg.info.deliveryCount, deps.errorBackoffMs, deps.errorBackoffMaxMs);
-    log().warn({ err: errorText(err), delayMs }, 'webhook job not processed; will be redelivered');
+    log.warn({ err: errorText(err), delayMs }, 'webhook job not processed; will be redelivered');
     try {
       msg.nak(delayMs);
     } catch {
