@@ -1,0 +1,141 @@
+/**
+ * `node bench/gateway-idle.ts <name>=<commit> <name>=<commit> ...`: the idle memory of a real `apphost gateway`
+ * (compiled `dist/cli/main.js gateway`, the chart's NODE_OPTIONS and malloc env) of each commit, watching
+ * Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
+ * plane (etcd + kube-apiserver, test/harness) through a kubeconfig file, with NATS. Rounds are interleaved
+ * (order reversed every other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz
+ * answered 200, and the V8 heap used then (the gateway's /metrics). Settings: IDLE_ROUNDS (3),
+ * IDLE_SECONDS (5). Nothing is written to RESULTS.md.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { request } from 'undici';
+import { generateSigningKey, RUN_TOKEN_KEYS_SECRET_KEY } from '../src/shared/run-tokens.ts';
+import { binaryPath } from '../test/harness/binaries.ts';
+import { startControlPlane } from '../test/harness/controlplane.ts';
+import { startNats } from '../test/harness/nats.ts';
+import { freePort, waitFor } from '../test/harness/process.ts';
+import { exportCommitTree } from './support/commit-tree.ts';
+import {
+  chartGatewayMallocEnv,
+  chartGatewayNodeOptions,
+  PLATFORM_KEY,
+  procStatusBytes,
+  REPO_ROOT,
+  START_TIMEOUT_MS,
+  STOP_GRACE_MS,
+  TSC_TIMEOUT_MS,
+  tempDir,
+} from './support/parts.ts';
+
+const exec = promisify(execFile);
+const ROUNDS = Number(process.env.IDLE_ROUNDS ?? 3);
+const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 5);
+const KEYS_NAMESPACE = 'apphost-system';
+
+const specs = process.argv.slice(2).map((arg) => {
+  const m = /^([\w.-]+)=(.+)$/.exec(arg);
+  if (!m?.[1] || !m[2]) throw new Error(`"${arg}" is not <name>=<commit>`);
+  return { name: m[1], commit: m[2] };
+});
+if (specs.length < 1) {
+  process.stderr.write('usage: node bench/gateway-idle.ts <name>=<commit> ...\n');
+  process.exit(2);
+}
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
+const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
+
+/** Each commit's src/ compiled as the image's dist/ is. */
+const mains = new Map<string, string>();
+for (const { commit } of specs) {
+  if (mains.has(commit)) continue;
+  const dir = exportCommitTree(commit, ['src', 'tsconfig.json', 'tsconfig.build.json'], 'apphost-idle-');
+  const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  await exec(process.execPath, [tsc, '-p', join(dir, 'tsconfig.build.json')], { timeout: TSC_TIMEOUT_MS });
+  mains.set(commit, join(dir, 'dist', 'cli', 'main.js'));
+}
+
+const logs = tempDir('apphost-idle-logs-');
+const [cp, nats] = await Promise.all([startControlPlane(), startNats()]);
+try {
+  const kubectl = (...args: string[]) =>
+    exec(binaryPath('kubectl'), ['--kubeconfig', cp.kubeconfigPath, ...args], { maxBuffer: 1 << 24 });
+  await kubectl('apply', '--server-side', '-f', join(REPO_ROOT, 'crds'));
+  await kubectl('create', 'namespace', KEYS_NAMESPACE);
+  const keysFile = join(logs, 'keys.json');
+  mkdirSync(logs, { recursive: true });
+  writeFileSync(keysFile, JSON.stringify({ keys: [await generateSigningKey()] }));
+  await kubectl(
+    'create',
+    'secret',
+    'generic',
+    'apphost-run-token-keys',
+    '-n',
+    KEYS_NAMESPACE,
+    `--from-file=${RUN_TOKEN_KEYS_SECRET_KEY}=${keysFile}`,
+  );
+  const env = {
+    ...process.env,
+    ...chartGatewayMallocEnv(),
+    NODE_OPTIONS: chartGatewayNodeOptions(),
+    KUBECONFIG: cp.kubeconfigPath,
+    NATS_URL: nats.url,
+    APPHOST_PLATFORM_KEY: PLATFORM_KEY,
+    APPHOST_GATEWAY_HOST: '127.0.0.1',
+    APPHOST_LOG_LEVEL: 'warn',
+  };
+  process.stdout.write(`NODE_OPTIONS=${env.NODE_OPTIONS}; load ${load()}\n`);
+  const results = new Map<string, Array<{ rss: number; heap: number }>>();
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? specs : [...specs].reverse();
+    for (const { name, commit } of order) {
+      const [port, opsPort] = await Promise.all([freePort(), freePort()]);
+      // Spawned directly (not through the harness's watchdog shell) so its pid is the gateway's own.
+      const child = spawn(process.execPath, [mains.get(commit) ?? '', 'gateway'], {
+        env: { ...env, APPHOST_GATEWAY_PORT: String(port), APPHOST_OPS_PORT: String(opsPort) },
+        stdio: ['ignore', openSync(join(logs, `${name}-${round}.log`), 'w'), 'inherit'],
+      });
+      const exited = new Promise((r) => child.once('exit', r));
+      try {
+        await waitFor(
+          `${name} /readyz`,
+          async () => {
+            const res = await request(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined);
+            await res?.body.dump();
+            return res?.statusCode === 200;
+          },
+          START_TIMEOUT_MS,
+          100,
+        );
+        await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+        const rss = procStatusBytes(child.pid ?? 0, 'VmRSS');
+        const metrics = await (await request(`http://127.0.0.1:${opsPort}/metrics`)).body.text();
+        const heap = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? Number.NaN);
+        results.set(name, [...(results.get(name) ?? []), { rss, heap }]);
+        process.stdout.write(
+          `round ${round + 1} ${name}: idle RSS ${mib(rss)} MiB, heap used ${mib(heap)} MiB (load ${load()})\n`,
+        );
+      } finally {
+        child.kill('SIGTERM');
+        const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+        await exited;
+        clearTimeout(kill);
+      }
+    }
+  }
+  for (const { name } of specs) {
+    const rs = results.get(name) ?? [];
+    process.stdout.write(
+      `${name}: idle RSS ${rs.map((r) => mib(r.rss)).join(' / ')} MiB; heap used ${rs.map((r) => mib(r.heap)).join(' / ')} MiB\n`,
+    );
+  }
+  process.stdout.write(`load at the end ${load()}\n`);
+} finally {
+  await Promise.all([cp.stop(), nats.stop()]);
+}
