@@ -19,7 +19,7 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     // `auto`: libuv's count, which honours the pod's CPU limit (cgroup quota, rounded down).
     processes: gatewayProcessCount(cfg.APPHOST_GATEWAY_PROCESSES, availableParallelism()),
     processIndex: env[PROCESS_INDEX_ENV],
-    serve: (o) => serveFromCluster(cfg, log, o.ops),
+    serve: (o) => serveFromCluster(cfg, env, log, o.ops),
     // A process whose primary died shuts down as on SIGTERM rather than serve unsupervised.
     onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
   });
@@ -27,19 +27,17 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
 }
 
 /** One gateway process with the cluster's resolver and key Secret watch. */
-async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
+async function serveFromCluster(cfg: GatewayEnv, env: NodeJS.ProcessEnv, log: Logger, ops: boolean) {
   const [
     { clusterDomain },
-    { loadKubeConfig },
     { readResolvConf },
     { createFunctionsCache },
     { createKubeAppResolver },
     { watchKeySetSecret },
     { serveGateway },
-    { gatewayKubeClient },
+    { loadGatewayKubeReader },
   ] = await Promise.all([
     import('../shared/kube/cluster-domain.ts'),
-    import('../shared/kube/config.ts'),
     import('../shared/kube/resolv-conf.ts'),
     import('./resolver/functions.ts'),
     import('./resolver/kube.ts'),
@@ -47,9 +45,18 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
     import('./serve.ts'),
     import('./kube-client.ts'),
   ]);
-  const kc = loadKubeConfig(cfg.KUBECONFIG);
   const kube = gatewayKubeSettings(cfg);
-  const client = gatewayKubeClient(kc, kube);
+  const client = await loadGatewayKubeReader({
+    kubeconfig: cfg.KUBECONFIG,
+    // The kubelet's variables for in-cluster access, and HOME for ~/.kube/config (as kubectl).
+    env: {
+      KUBERNETES_SERVICE_HOST: env.KUBERNETES_SERVICE_HOST,
+      KUBERNETES_SERVICE_PORT: env.KUBERNETES_SERVICE_PORT,
+    },
+    home: env.HOME,
+    settings: kube,
+    log: log.child({ component: 'kube' }),
+  });
   const resolverLog = log.child({ component: 'resolver' });
   const functions =
     cfg.APPHOST_GATEWAY_FUNCTIONS_TTL_MS > 0
@@ -60,7 +67,6 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
         })
       : undefined;
   const resolver = createKubeAppResolver({
-    kc,
     client,
     kube,
     log: resolverLog,
@@ -73,7 +79,6 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
   const keys = cfg.APPHOST_RUN_TOKEN_KEYS_FILE
     ? undefined
     : watchKeySetSecret({
-        kc,
         client,
         settings: kube,
         namespace: cfg.APPHOST_RUN_TOKEN_KEYS_NAMESPACE,
@@ -85,6 +90,7 @@ async function serveFromCluster(cfg: GatewayEnv, log: Logger, ops: boolean) {
     steps: [
       { name: 'stop watches', run: () => resolver.stop() },
       { name: 'close functions lookups', run: async () => functions?.close() },
+      { name: 'close kube connections', run: () => client.close() },
     ],
   };
 }

@@ -5,8 +5,7 @@
  * minute). In `apphost dev` and tests: a JSON file, re-read on an interval. Either way the gateway starts
  * without a key set and is not ready until it has one; a later unreadable version keeps the previous set.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { KubeClient } from '../shared/kube/client.ts';
+import type { KubeReader } from '../shared/kube/client.ts';
 import { createInformer } from '../shared/kube/informer.ts';
 import { Resources, type Secret } from '../shared/kube/objects.ts';
 import type { Logger } from '../shared/log.ts';
@@ -16,7 +15,6 @@ import {
   RUN_TOKEN_KEYS_SECRET,
   RUN_TOKEN_KEYS_SECRET_KEY,
 } from '../shared/run-tokens.ts';
-import { gatewayKubeClient } from './kube-client.ts';
 import {
   DEFAULT_GATEWAY_KUBE_SETTINGS,
   type GatewayKubeSettings,
@@ -31,16 +29,15 @@ export { type KeySetSource, RUN_TOKEN_KEYS_WAIT_POLL_MS, watchKeySetFile } from 
  * RBAC authorizes by resourceNames). Starts in the background: a failing watch is retried with backoff.
  */
 export function watchKeySetSecret(opts: {
-  kc: KubeConfig;
+  /** The API client (the gateway's: kube-client.ts). */
+  client: KubeReader;
   namespace: string;
   log: Logger;
+  /** Informer bounds (default DEFAULT_GATEWAY_KUBE_SETTINGS). */
   settings?: GatewayKubeSettings;
-  /** The API client; built from `kc` with `settings` when absent. */
-  client?: KubeClient;
 }): KeySetSource {
-  const { kc, namespace, log } = opts;
+  const { client, namespace, log } = opts;
   const s = opts.settings ?? DEFAULT_GATEWAY_KUBE_SETTINGS;
-  const client = opts.client ?? gatewayKubeClient(kc, s);
   const where = `secret ${namespace}/${RUN_TOKEN_KEYS_SECRET}`;
   let keys: KeySet | undefined;
   const take = (secret: Secret) => {

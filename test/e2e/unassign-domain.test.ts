@@ -16,16 +16,19 @@ import { Registry } from 'prom-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createGateway, type Gateway } from '../../src/gateway/gateway.ts';
+import { gatewayKubeReader } from '../../src/gateway/kube-client.ts';
+import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../src/gateway/kube-settings.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../src/gateway/resolver/kube.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../src/gateway/settings.ts';
 import { createServiceAccount } from '../../src/management/service-accounts.ts';
 import { createKubeStore } from '../../src/management/store/kube.ts';
 import { ingressName } from '../../src/operator/domainassignment/resources/ingress.ts';
+import type { ClosableKubeReader } from '../../src/shared/kube/reader.ts';
 import { silentLogger } from '../../src/shared/log.ts';
 import { createRunTokenVerifier, type KeySet } from '../../src/shared/run-tokens.ts';
 import { createSecretBox } from '../../src/shared/secretbox.ts';
 import { applyProjectCrds } from '../harness/crds.ts';
-import { testKubeConfig } from '../harness/kube.ts';
+import { testKubeAccess, testKubeConfig } from '../harness/kube.ts';
 import { waitFor } from '../harness/process.ts';
 import { closeServer, listen, type Runtime, startRuntime } from '../integration/gateway/helpers.ts';
 import {
@@ -52,6 +55,7 @@ describe('unassigning a custom domain', () => {
   let op: TestOperator | undefined;
   let api: RunningApi | undefined;
   let runtime: Runtime | undefined;
+  let kubeReader: ClosableKubeReader | undefined;
   let resolver: KubeAppResolver | undefined;
   let gateway: Gateway | undefined;
   let gatewayServer: Awaited<ReturnType<typeof listen>> | undefined;
@@ -85,8 +89,9 @@ describe('unassigning a custom domain', () => {
     runtime = await startRuntime();
     const upstream = runtime.url;
     // No kubelet gives pods addresses here: route through one fixed upstream (Service-style routing).
+    kubeReader = gatewayKubeReader(await testKubeAccess(), DEFAULT_GATEWAY_KUBE_SETTINGS);
     resolver = createKubeAppResolver({
-      kc,
+      client: kubeReader,
       log: silentLogger(),
       routing: 'service',
       upstreamFor: () => upstream,
@@ -151,6 +156,7 @@ describe('unassigning a custom domain', () => {
     await gateway?.close();
     await nc?.close();
     await resolver?.stop();
+    await kubeReader?.close();
     await runtime?.proc.stop(5_000);
     await api?.close();
     await op?.operator.stop();

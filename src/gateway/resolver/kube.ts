@@ -7,7 +7,6 @@
  * watch ends after `watchTimeoutSeconds` (or `watchIdleTimeoutMs` of silence, a connection that died
  * without closing) and is reopened from the last version, and a failed watch relists with backoff.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { effectiveScaling, startFailureOf } from '../../apis/v1alpha1/scaling.ts';
 import {
   type App,
@@ -19,7 +18,7 @@ import {
   PROJECT_LABEL,
 } from '../../apis/v1alpha1/types.ts';
 import type { AppResolver, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
-import type { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeReader } from '../../shared/kube/client.ts';
 import { createInformer, type Informer, type InformerHandlers } from '../../shared/kube/informer.ts';
 import {
   type EndpointSlice,
@@ -29,7 +28,6 @@ import {
   type ResourceType,
 } from '../../shared/kube/objects.ts';
 import type { Logger } from '../../shared/log.ts';
-import { gatewayKubeClient } from '../kube-client.ts';
 import {
   DEFAULT_GATEWAY_KUBE_SETTINGS,
   type GatewayKubeSettings,
@@ -99,10 +97,10 @@ const onEveryChange = <T extends ObjectWithMeta>(fn: (obj: T) => void): Informer
 });
 
 export function createKubeAppResolver(deps: {
-  kc: KubeConfig;
+  /** The API client (the gateway's: kube-client.ts). */
+  client: KubeReader;
   log: Logger;
-  /** The API client; built from `kc` with `kube` settings when absent. */
-  client?: KubeClient;
+  /** Informer bounds (default DEFAULT_GATEWAY_KUBE_SETTINGS); the client's own are set where it is built. */
   kube?: GatewayKubeSettings;
   /** DNS domain of the cluster's Services, for Service URLs (default cluster.local). */
   clusterDomain?: string;
@@ -117,7 +115,7 @@ export function createKubeAppResolver(deps: {
 }): KubeAppResolver {
   const { log } = deps;
   const ks = deps.kube ?? DEFAULT_GATEWAY_KUBE_SETTINGS;
-  const client = deps.client ?? gatewayKubeClient(deps.kc, ks);
+  const { client } = deps;
   const clusterDomain = deps.clusterDomain ?? 'cluster.local';
   const upstreamFor =
     deps.upstreamFor ?? ((ns: string, app: string) => serviceUpstream(ns, app, clusterDomain));

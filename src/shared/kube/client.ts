@@ -73,6 +73,9 @@ export interface KubeClient {
   delete(type: ResourceType, ref: ObjectRef): Promise<boolean>;
 }
 
+/** What a process that only reads the cluster needs (the gateway's: reader.ts, without client-node). */
+export type KubeReader = Pick<KubeClient, 'get' | 'list' | 'watch'>;
+
 export interface KubeClientOptions {
   /** Field manager of every write (server-side apply ownership; also the User-Agent). */
   fieldManager: string;

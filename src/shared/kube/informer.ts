@@ -8,7 +8,7 @@
  */
 import { type BackoffSettings, backoffDelay } from '../backoff.ts';
 import type { Logger } from '../log.ts';
-import type { KubeClient } from './client.ts';
+import type { KubeReader } from './client.ts';
 import { isGone } from './errors.ts';
 import type { ObjectWithMeta, ResourceType } from './objects.ts';
 
@@ -54,7 +54,7 @@ export interface Lister<T> {
 }
 
 export function createInformer<T extends ObjectWithMeta>(opts: {
-  client: KubeClient;
+  client: KubeReader;
   type: ResourceType;
   /** Watch one namespace only; all namespaces when absent. */
   namespace?: string | undefined;

@@ -9,6 +9,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { gatewayKubeReader } from '../../../src/gateway/kube-client.ts';
+import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../../src/gateway/kube-settings.ts';
 import { watchKeySetSecret } from '../../../src/gateway/run-token-keys.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import {
@@ -18,7 +20,7 @@ import {
   RUN_TOKEN_KEYS_SECRET_KEY,
   rotate,
 } from '../../../src/shared/run-tokens.ts';
-import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { createTestNamespace, testKubeAccess, testKubeConfig } from '../../harness/kube.ts';
 import { waitFor } from '../../harness/process.ts';
 import { CHART, REPO, run } from './helpers.ts';
 
@@ -320,13 +322,18 @@ describe('charts/apphost', () => {
 
     it("the gateway's identity watches the run-token key Secret: created after it starts, rotated", async () => {
       // As the gateway's ServiceAccount: only its RBAC applies (a list or watch of all Secrets is refused).
-      const asGateway = testKubeConfig();
-      const user = asGateway.getCurrentUser();
-      if (!user) throw new Error('no user in the test kubeconfig');
-      asGateway.users = [
-        { ...user, impersonateUser: `system:serviceaccount:${namespace}:${fullname}-gateway` },
-      ];
-      const source = watchKeySetSecret({ kc: asGateway, namespace, log: silentLogger() });
+      const admin = await testKubeAccess();
+      const asGateway = gatewayKubeReader(
+        {
+          ...admin,
+          headers: () => ({
+            ...admin.headers(),
+            'impersonate-user': `system:serviceaccount:${namespace}:${fullname}-gateway`,
+          }),
+        },
+        DEFAULT_GATEWAY_KUBE_SETTINGS,
+      );
+      const source = watchKeySetSecret({ client: asGateway, namespace, log: silentLogger() });
       const secret = (set: KeySet) => ({
         metadata: { name: RUN_TOKEN_KEYS_SECRET, namespace },
         data: { [RUN_TOKEN_KEYS_SECRET_KEY]: Buffer.from(JSON.stringify(set)).toString('base64') },
@@ -352,6 +359,7 @@ describe('charts/apphost', () => {
         );
       } finally {
         await source.stop();
+        await asGateway.close();
       }
     });
 

@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   APP_PLURAL,
@@ -9,12 +9,14 @@ import {
   PROJECT_LABEL,
   VERSION,
 } from '../../../src/apis/v1alpha1/types.ts';
+import { gatewayKubeReader } from '../../../src/gateway/kube-client.ts';
 import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../../src/gateway/kube-settings.ts';
 import { createFunctionsCache, type FunctionsCache } from '../../../src/gateway/resolver/functions.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
+import type { ClosableKubeReader } from '../../../src/shared/kube/reader.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { applyProjectCrds } from '../../harness/crds.ts';
-import { createTestNamespace, testKubeConfig } from '../../harness/kube.ts';
+import { createTestNamespace, testKubeAccess, testKubeConfig } from '../../harness/kube.ts';
 import { waitFor } from '../../harness/process.ts';
 import { startTcpRelay } from '../../harness/tcp-relay.ts';
 import { closeServer, listen } from './helpers.ts';
@@ -22,6 +24,7 @@ import { closeServer, listen } from './helpers.ts';
 const WATCH_WAIT_MS = 30_000;
 const kc = testKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
+let client: ClosableKubeReader;
 let resolver: KubeAppResolver;
 let fnResolver: KubeAppResolver;
 let functions: FunctionsCache;
@@ -38,9 +41,10 @@ beforeAll(async () => {
     } else res.writeHead(404).end();
   });
   functions = createFunctionsCache({ log: silentLogger(), timeoutMs: 2_000, ttlMs: 60_000 });
-  resolver = createKubeAppResolver({ kc, log: silentLogger(), functions });
+  client = gatewayKubeReader(await testKubeAccess(), DEFAULT_GATEWAY_KUBE_SETTINGS);
+  resolver = createKubeAppResolver({ client, log: silentLogger(), functions });
   fnResolver = createKubeAppResolver({
-    kc,
+    client,
     log: silentLogger(),
     functions,
     upstreamFor: () => fnServer.url,
@@ -53,6 +57,7 @@ afterAll(async () => {
   await resolver?.stop();
   await fnResolver?.stop();
   await functions?.close();
+  await client?.close();
   if (fnServer) await closeServer(fnServer.server);
   if (ns)
     await kc
@@ -262,18 +267,12 @@ it('routes by fresh replicas again after its API connections go silent without c
   const IDLE_MS = 2_000;
   const apiserver = new URL(kc.getCurrentCluster()?.server ?? '');
   const relay = await startTcpRelay({ host: apiserver.hostname, port: Number(apiserver.port) });
-  const viaRelay = new KubeConfig();
-  viaRelay.loadFromOptions({
-    clusters: kc.clusters.map((c) => ({ ...c, server: `https://${relay.address}` })),
-    users: kc.users,
-    contexts: kc.contexts,
-    currentContext: kc.currentContext,
-  });
-  const r = createKubeAppResolver({
-    kc: viaRelay,
-    log: silentLogger(),
-    kube: { ...DEFAULT_GATEWAY_KUBE_SETTINGS, watchIdleTimeoutMs: IDLE_MS, requestTimeoutMs: 5_000 },
-  });
+  const kube = { ...DEFAULT_GATEWAY_KUBE_SETTINGS, watchIdleTimeoutMs: IDLE_MS, requestTimeoutMs: 5_000 };
+  const viaRelay = gatewayKubeReader(
+    { ...(await testKubeAccess()), server: `https://${relay.address}` },
+    kube,
+  );
+  const r = createKubeAppResolver({ client: viaRelay, log: silentLogger(), kube });
   const seen = new Map<string, string[]>();
   r.watchReplicas?.({
     setReplicas: (p, a, list) =>
@@ -315,11 +314,12 @@ it('routes by fresh replicas again after its API connections go silent without c
       body: slice(['10.2.0.1', '10.2.0.2']),
     });
     // The watch is given up after the idle bound and reopened on a fresh connection, from its last
-    // version, so the change arrives (client-node's own inactivity bound alone would take 30 s).
+    // version, so the change arrives (without the idle bound it would wait for the server's watch timeout).
     await waitFor('second replica reported', async () => seen.get(key)?.length === 2, 5 * IDLE_MS);
     expect(seen.get(key)).toEqual(['10.2.0.1:8080', '10.2.0.2:8080']);
   } finally {
     await r.stop();
+    await viaRelay.close();
     await relay.close();
   }
 });
