@@ -1,13 +1,16 @@
 /**
  * The test control plane: etcd + kube-apiserver (+ kube-controller-manager for garbage collection
  * and Deployment→ReplicaSet) on loopback, the way controller-runtime's envtest starts them.
- * Authentication is a static admin token in system:masters; the serving certificate is the one the
- * apiserver self-signs into its cert dir, read back as the CA.
+ * Authentication is a static admin token in system:masters, or a client certificate in system:masters
+ * signed by a client CA made with openssl; the serving certificate is the one the apiserver self-signs
+ * into its cert dir, read back as the CA.
  */
+import { execFile } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
 import { binaryPath } from './binaries.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from './process.ts';
@@ -24,6 +27,8 @@ export interface ControlPlane {
   readonly dir: string;
   readonly kubeconfigPath: string;
   readonly kubeconfigYaml: string;
+  /** PEM files of a client certificate the API server accepts as an admin (system:masters). */
+  readonly clientCert: { certFile: string; keyFile: string };
   readonly etcdUrl: string;
   stop(): Promise<void>;
 }
@@ -79,6 +84,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
     writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
 
+    const clientCert = await makeClientCertificate(dir);
     const server = `https://127.0.0.1:${apiPort}`;
     procs.push(
       startProcess(
@@ -95,6 +101,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           '--disable-admission-plugins=ServiceAccount',
           '--authorization-mode=RBAC',
           `--token-auth-file=${join(dir, 'tokens.csv')}`,
+          `--client-ca-file=${clientCert.caFile}`,
           `--service-account-issuer=${server}/`,
           `--service-account-key-file=${join(dir, 'sa.pub')}`,
           `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
@@ -155,11 +162,78 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       );
       await kcm.close();
     }
-    return { server, token, caData, dir, kubeconfigPath, kubeconfigYaml, etcdUrl, stop };
+    return {
+      server,
+      token,
+      caData,
+      dir,
+      kubeconfigPath,
+      kubeconfigYaml,
+      clientCert: { certFile: clientCert.certFile, keyFile: clientCert.keyFile },
+      etcdUrl,
+      stop,
+    };
   } catch (err) {
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/** A client CA and an admin certificate it signed (CN admin-cert, O system:masters), with openssl. */
+async function makeClientCertificate(dir: string) {
+  const exec = promisify(execFile);
+  const [caFile, caKey, certFile, keyFile, csr, ext] = [
+    'client-ca.crt',
+    'client-ca.key',
+    'admin-client.crt',
+    'admin-client.key',
+    'admin-client.csr',
+    'admin-client.ext',
+  ].map((f) => join(dir, f)) as [string, string, string, string, string, string];
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  await exec('openssl', [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    caKey,
+    '-out',
+    caFile,
+    '-days',
+    '7',
+    '-subj',
+    '/CN=apphost-test-client-ca',
+  ]);
+  await exec('openssl', [
+    'req',
+    '-new',
+    ...ec,
+    '-keyout',
+    keyFile,
+    '-out',
+    csr,
+    '-subj',
+    '/O=system:masters/CN=admin-cert',
+  ]);
+  writeFileSync(ext, 'extendedKeyUsage=clientAuth\n');
+  await exec('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    caFile,
+    '-CAkey',
+    caKey,
+    '-CAcreateserial',
+    '-out',
+    certFile,
+    '-days',
+    '7',
+    '-extfile',
+    ext,
+  ]);
+  return { caFile, certFile, keyFile };
 }
 
 function kubeconfig(server: string, caData: string, token: string): string {

@@ -12,6 +12,8 @@ declare module 'vitest' {
     kubeconfigPath: string;
     kubeServer: string;
     kubeToken: string;
+    /** PEM files of an admin client certificate (controlplane.ts). */
+    kubeClientCert: { certFile: string; keyFile: string };
     natsUrl: string;
   }
 }
@@ -28,6 +30,7 @@ export default async function setup(project: TestProject) {
     project.provide('kubeconfigPath', cp.kubeconfigPath);
     project.provide('kubeServer', cp.server);
     project.provide('kubeToken', cp.token);
+    project.provide('kubeClientCert', cp.clientCert);
   }
   project.provide('natsUrl', nats.url);
   return async () => {

@@ -22,7 +22,7 @@ import type { ObjectRef, ObjectWithMeta, ResourceType } from './objects.ts';
 /** How long one Agent is reused before one with freshly read TLS material replaces it. */
 export const KUBE_AGENT_RENEW_MS = 5 * 60_000;
 /** Items per list page. */
-const PAGE_SIZE = 500;
+export const KUBE_LIST_PAGE_SIZE = 500;
 
 export interface KubeReaderOptions {
   /** Shown as the User-Agent in the API server's logs. */
@@ -32,6 +32,8 @@ export interface KubeReaderOptions {
   /** A watch that receives nothing (no event, no bookmark) for this long is ended (it resolves). */
   watchIdleTimeoutMs: number;
   agentRenewMs?: number;
+  /** Items per list page (default KUBE_LIST_PAGE_SIZE). */
+  pageSize?: number;
   now?: () => number;
 }
 
@@ -131,7 +133,7 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
       let resourceVersion = '';
       let cont: string | undefined;
       do {
-        const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
+        const q = new URLSearchParams({ limit: String(opts.pageSize ?? KUBE_LIST_PAGE_SIZE) });
         if (o.labelSelector) q.set('labelSelector', o.labelSelector);
         if (o.fieldSelector) q.set('fieldSelector', o.fieldSelector);
         if (cont) q.set('continue', cont);
