@@ -2,9 +2,12 @@
  * `node bench/gateway-idle.ts <name>=<commit> <name>=<commit> ...`: the idle memory of a real `apphost gateway`
  * (compiled `dist/cli/main.js gateway`, the chart's NODE_OPTIONS and malloc env) of each commit, watching
  * Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
- * plane (etcd + kube-apiserver, test/harness) through a kubeconfig file, with NATS. Rounds are interleaved
- * (order reversed every other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz
- * answered 200, and the V8 heap used then (the gateway's /metrics). Settings: IDLE_ROUNDS (3),
+ * plane (etcd + kube-apiserver, test/harness), with NATS. Rounds are interleaved (order reversed every
+ * other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz answered 200, and the V8
+ * heap used then (the gateway's /metrics). IDLE_ACCESS=in-cluster (default) gives each gateway what a pod
+ * has — KUBERNETES_SERVICE_HOST/PORT and a service-account token and CA under
+ * /var/run/secrets/kubernetes.io/serviceaccount, in a private mount namespace (`unshare -m`, root only), no
+ * KUBECONFIG and an empty HOME; IDLE_ACCESS=kubeconfig a kubeconfig file instead. Settings: IDLE_ROUNDS (3),
  * IDLE_SECONDS (5). Nothing is written to RESULTS.md.
  */
 import { execFile, spawn } from 'node:child_process';
@@ -35,6 +38,10 @@ const exec = promisify(execFile);
 const ROUNDS = Number(process.env.IDLE_ROUNDS ?? 3);
 const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 5);
 const KEYS_NAMESPACE = 'apphost-system';
+const IN_CLUSTER = (process.env.IDLE_ACCESS ?? 'in-cluster') === 'in-cluster';
+/** Mounts a tmpfs over /run (= /var/run) in the gateway's own mount namespace and puts the token and CA there. */
+const IN_CLUSTER_SHELL =
+  'mount -t tmpfs tmpfs /run && d=/run/secrets/kubernetes.io/serviceaccount && mkdir -p $d && cp "$SA_SOURCE"/token "$SA_SOURCE"/ca.crt $d/ && exec "$@"';
 
 const specs = process.argv.slice(2).map((arg) => {
   const m = /^([\w.-]+)=(.+)$/.exec(arg);
@@ -80,24 +87,43 @@ try {
     KEYS_NAMESPACE,
     `--from-file=${RUN_TOKEN_KEYS_SECRET_KEY}=${keysFile}`,
   );
+  const sa = tempDir('apphost-idle-sa-');
+  writeFileSync(join(sa, 'token'), cp.token);
+  writeFileSync(join(sa, 'ca.crt'), Buffer.from(cp.caData, 'base64'));
+  const apiserver = new URL(cp.server);
+  const { KUBECONFIG: _, ...inherited } = process.env;
   const env = {
-    ...process.env,
+    ...inherited,
     ...chartGatewayMallocEnv(),
     NODE_OPTIONS: chartGatewayNodeOptions(),
-    KUBECONFIG: cp.kubeconfigPath,
+    ...(IN_CLUSTER
+      ? {
+          HOME: tempDir('apphost-idle-home-'),
+          KUBERNETES_SERVICE_HOST: apiserver.hostname,
+          KUBERNETES_SERVICE_PORT: apiserver.port,
+          SA_SOURCE: sa,
+        }
+      : { KUBECONFIG: cp.kubeconfigPath }),
     NATS_URL: nats.url,
     APPHOST_PLATFORM_KEY: PLATFORM_KEY,
     APPHOST_GATEWAY_HOST: '127.0.0.1',
     APPHOST_LOG_LEVEL: 'warn',
   };
-  process.stdout.write(`NODE_OPTIONS=${env.NODE_OPTIONS}; load ${load()}\n`);
+  process.stdout.write(
+    `access: ${IN_CLUSTER ? 'in-cluster' : 'kubeconfig'}; NODE_OPTIONS=${env.NODE_OPTIONS}; load ${load()}\n`,
+  );
   const results = new Map<string, Array<{ rss: number; heap: number }>>();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? specs : [...specs].reverse();
     for (const { name, commit } of order) {
       const [port, opsPort] = await Promise.all([freePort(), freePort()]);
       // Spawned directly (not through the harness's watchdog shell) so its pid is the gateway's own.
-      const child = spawn(process.execPath, [mains.get(commit) ?? '', 'gateway'], {
+      const gateway = [process.execPath, mains.get(commit) ?? '', 'gateway'];
+      const [command, ...args] = IN_CLUSTER
+        ? ['unshare', '-m', 'sh', '-c', IN_CLUSTER_SHELL, 'sh', ...gateway]
+        : gateway;
+      // unshare and sh exec the next program: the pid is the gateway's.
+      const child = spawn(command ?? '', args, {
         env: { ...env, APPHOST_GATEWAY_PORT: String(port), APPHOST_OPS_PORT: String(opsPort) },
         stdio: ['ignore', openSync(join(logs, `${name}-${round}.log`), 'w'), 'inherit'],
       });
