@@ -4,7 +4,8 @@
  * pre-check) and starts a refresh when the entry is missing or stale. A failed lookup is remembered
  * as unknown for the same ttl, so a broken app is not asked on every call.
  */
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent } from '../../shared/http/undici-agent.ts';
 import type { Logger } from '../../shared/log.ts';
 
 export interface FunctionsCache {

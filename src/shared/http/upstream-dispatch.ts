@@ -7,8 +7,9 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import { type Dispatcher, errors } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { AppResponse, CallSignal } from '../contracts/seams.ts';
+import { errors } from './undici-agent.ts';
 import { isEventStream, type UpstreamCall, upstreamError, upstreamRequest } from './upstream.ts';
 
 export interface DispatchCall extends Omit<UpstreamCall, 'signal'> {

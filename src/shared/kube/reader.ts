@@ -13,7 +13,8 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent } from '../http/undici-agent.ts';
 import type { KubeAccess } from './access.ts';
 import type { KubeReader, ListResult, WatchEvent } from './client.ts';
 import { isNotFound, KubeApiError } from './errors.ts';
