@@ -92,7 +92,7 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
   };
   const headers = () => ({ ...access.headers(), accept: 'application/json', 'user-agent': opts.userAgent });
 
-  /** One bounded GET answering the parsed JSON, or undefined for a 404 when `missingOk`. */
+  /** One GET bounded by requestTimeoutMs, answering the parsed JSON; an error answer throws a KubeApiError. */
   async function getJson<T>(path: string, what: string): Promise<T> {
     const signal = AbortSignal.timeout(opts.requestTimeoutMs);
     try {
