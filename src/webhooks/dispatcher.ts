@@ -4,7 +4,7 @@
  * that dies between attempts loses nothing; the attempt count lives in the delivery record, which is
  * written before each attempt starts, so a dispatcher that dies during an attempt cannot cause a 4th.
  */
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
@@ -14,6 +14,7 @@ import type { Logger } from '../shared/log.ts';
 import { createAckInbox } from '../shared/nats/ack-inbox.ts';
 import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
+import { createPullSubscription, type PullSubscription } from '../shared/nats/pull-subscription.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
 import { createSendTurn } from '../shared/nats/send-turn.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
@@ -67,6 +68,7 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
     });
   let handle: ((msg: JobMessage) => Promise<void>) | undefined;
   let pulling: PullLoop | undefined;
+  let pulls: PullSubscription | undefined;
   let running = false;
 
   return {
@@ -98,10 +100,11 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       }
       const jsm = await jetstreamManager(deps.nc);
       await ensureWebhooksConsumer(jsm, deps.replicas);
-      const consumer = await jetstream(deps.nc).consumers.get(WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
+      // Pulls answered on one subscription for the dispatcher's life, not one per pull (fetch()).
+      pulls = createPullSubscription(deps.nc, WEBHOOKS_STREAM, WEBHOOKS_CONSUMER);
       const handleJob = handle;
       pulling = startPullLoop({
-        consumer,
+        consumer: pulls,
         concurrency: settings.concurrency,
         expiresMs: settings.pullExpiresMs,
         errorBackoffMs: settings.errorBackoffMs,
@@ -129,6 +132,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       });
       const r = await Promise.race([all.then(() => 'done' as const), bound]);
       clearTimeout(timer);
+      // Open until now, so a job that arrived for the last pull is handed back at once (nak).
+      pulls?.close();
       if (r === 'bound')
         deps.log.warn({ inFlight: loop.inFlight(), boundMs }, 'stop bound passed with attempts in flight');
       else deps.log.info('webhook dispatcher stopped');

@@ -6,13 +6,15 @@
  * for it: nothing waits in a local buffer while its ack wait runs. A failed pull backs off; a message
  * pulled while stopping is handed back at once (nak) for another replica.
  */
-import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import type { JsMsg } from '@nats-io/jetstream';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
+import type { PullSource } from './pull-subscription.ts';
 import type { SendTurn } from './send-turn.ts';
 
-export interface PullLoopOptions {
-  consumer: Consumer;
+export interface PullLoopOptions<M extends { nak(): void } = JsMsg> {
+  /** A nats.js `Consumer`, or a persistent pull subscription (pull-subscription.ts). */
+  consumer: PullSource<M>;
   /** Messages handled at once (and the largest batch one pull asks for). */
   concurrency: number;
   /** How long one pull waits on the server before asking again. */
@@ -21,9 +23,9 @@ export interface PullLoopOptions {
   errorBackoffMs: number;
   clock: Clock;
   log: Logger;
-  handle(msg: JsMsg): Promise<void>;
+  handle(msg: M): Promise<void>;
   /** `handle` threw: decide the message's fate (nak, leave for redelivery...). Holds the slot until done. */
-  onError(err: unknown, msg: JsMsg): Promise<void> | void;
+  onError(err: unknown, msg: M): Promise<void> | void;
   /**
    * The reader's send turn (send-turn.ts): each pull request then leaves in the same socket write as the
    * record writes and acks its handlers started in that turn. Without it, a pull waits one turn of its own.
@@ -40,7 +42,7 @@ export interface PullLoop {
   readonly done: Promise<void>;
 }
 
-export function startPullLoop(o: PullLoopOptions): PullLoop {
+export function startPullLoop<M extends { nak(): void } = JsMsg>(o: PullLoopOptions<M>): PullLoop {
   let running = true;
   let inFlight = 0;
   let batch: { stop(err?: Error): void } | undefined;
@@ -54,7 +56,7 @@ export function startPullLoop(o: PullLoopOptions): PullLoop {
     if (inFlight === 0) allDone?.();
   };
 
-  async function run(msg: JsMsg): Promise<void> {
+  async function run(msg: M): Promise<void> {
     try {
       await o.handle(msg);
     } catch (err) {
