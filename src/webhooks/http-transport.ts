@@ -3,8 +3,9 @@
  * how much of the answer is read. Never follows redirects (a 3xx is just an outcome).
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher, Agent as UndiciAgent } from 'undici';
 import type { WebhookAttemptOutcome } from '../shared/contracts/messaging.ts';
+import { Agent } from '../shared/http/undici-agent.ts';
 import { classifyStatus } from './retry-policy.ts';
 import type { DeliveryRequest } from './signing.ts';
 import { errorText, type GuardVerdict, pinnedLookup, type SsrfGuard } from './ssrf.ts';
@@ -38,8 +39,8 @@ export function createHttpTransport(opts: {
   // connection is only ever reused for an attempt whose own check gave the same address, so no second
   // (rebinding) DNS answer is used and no connection goes to an unchecked address. Kept-alive
   // connections save a TCP (and TLS) handshake per delivery to a busy receiver.
-  const pools = new Map<string, Agent>();
-  const poolFor = (address: string, family: 4 | 6): Agent => {
+  const pools = new Map<string, UndiciAgent>();
+  const poolFor = (address: string, family: 4 | 6): UndiciAgent => {
     const key = `${family}/${address}`;
     let agent = pools.get(key);
     if (agent) {
@@ -51,7 +52,7 @@ export function createHttpTransport(opts: {
         bodyTimeout: opts.attemptTimeoutMs,
       });
       if (pools.size >= PINNED_POOLS_MAX) {
-        const [oldestKey, oldest] = pools.entries().next().value as [string, Agent];
+        const [oldestKey, oldest] = pools.entries().next().value as [string, UndiciAgent];
         pools.delete(oldestKey);
         oldest.close().catch(() => {});
       }
