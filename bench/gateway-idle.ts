@@ -1,5 +1,5 @@
 /**
- * `node bench/gateway-idle.ts <name>=<commit> <name>=<commit> ...`: the idle memory of a real `apphost gateway`
+ * `node bench/gateway-idle.ts <name>=<commit>[:<node flags>] ...`: the idle memory of a real `apphost gateway`
  * (compiled `dist/cli/main.js gateway`, the chart's NODE_OPTIONS and malloc env) of each commit, watching
  * Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
  * plane (etcd + kube-apiserver, test/harness), with NATS. Rounds are interleaved (order reversed every
@@ -8,7 +8,8 @@
  * has — KUBERNETES_SERVICE_HOST/PORT and a service-account token and CA under
  * /var/run/secrets/kubernetes.io/serviceaccount, in a private mount namespace (`unshare -m`, root only), no
  * KUBECONFIG and an empty HOME; IDLE_ACCESS=kubeconfig a kubeconfig file instead. Settings: IDLE_ROUNDS (3),
- * IDLE_SECONDS (5). Nothing is written to RESULTS.md.
+ * IDLE_SECONDS (5). A variant's node flags come after the chart's in NODE_OPTIONS (so they win, e.g.
+ * `--no-enable-source-maps`). Nothing is written to RESULTS.md.
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, openSync, writeFileSync } from 'node:fs';
@@ -44,12 +45,12 @@ const IN_CLUSTER_SHELL =
   'mount -t tmpfs tmpfs /run && d=/run/secrets/kubernetes.io/serviceaccount && mkdir -p $d && cp "$SA_SOURCE"/token "$SA_SOURCE"/ca.crt $d/ && exec "$@"';
 
 const specs = process.argv.slice(2).map((arg) => {
-  const m = /^([\w.-]+)=(.+)$/.exec(arg);
-  if (!m?.[1] || !m[2]) throw new Error(`"${arg}" is not <name>=<commit>`);
-  return { name: m[1], commit: m[2] };
+  const m = /^([\w.-]+)=([^:]+)(?::(.*))?$/.exec(arg);
+  if (!m?.[1] || !m[2]) throw new Error(`"${arg}" is not <name>=<commit>[:<node flags>]`);
+  return { name: m[1], commit: m[2], flags: m[3] ?? '' };
 });
 if (specs.length < 1) {
-  process.stderr.write('usage: node bench/gateway-idle.ts <name>=<commit> ...\n');
+  process.stderr.write('usage: node bench/gateway-idle.ts <name>=<commit>[:<node flags>] ...\n');
   process.exit(2);
 }
 const load = () =>
@@ -115,7 +116,7 @@ try {
   const results = new Map<string, Array<{ rss: number; heap: number }>>();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? specs : [...specs].reverse();
-    for (const { name, commit } of order) {
+    for (const { name, commit, flags } of order) {
       const [port, opsPort] = await Promise.all([freePort(), freePort()]);
       // Spawned directly (not through the harness's watchdog shell) so its pid is the gateway's own.
       const gateway = [process.execPath, mains.get(commit) ?? '', 'gateway'];
@@ -124,7 +125,12 @@ try {
         : gateway;
       // unshare and sh exec the next program: the pid is the gateway's.
       const child = spawn(command ?? '', args, {
-        env: { ...env, APPHOST_GATEWAY_PORT: String(port), APPHOST_OPS_PORT: String(opsPort) },
+        env: {
+          ...env,
+          NODE_OPTIONS: `${env.NODE_OPTIONS} ${flags}`.trim(),
+          APPHOST_GATEWAY_PORT: String(port),
+          APPHOST_OPS_PORT: String(opsPort),
+        },
         stdio: ['ignore', openSync(join(logs, `${name}-${round}.log`), 'w'), 'inherit'],
       });
       const exited = new Promise((r) => child.once('exit', r));
