@@ -17,11 +17,11 @@ import type { Dispatcher } from 'undici';
 import { Agent } from '../http/undici-agent.ts';
 import type { KubeAccess } from './access.ts';
 import type { KubeReader, ListResult, WatchEvent } from './client.ts';
+// The same renewal as client-node's pooled Agent (connection.ts has no runtime imports).
+import { KUBE_AGENT_RENEW_MS } from './connection.ts';
 import { isNotFound, KubeApiError } from './errors.ts';
 import type { ObjectRef, ObjectWithMeta, ResourceType } from './objects.ts';
 
-/** How long one Agent is reused before one with freshly read TLS material replaces it. */
-export const KUBE_AGENT_RENEW_MS = 5 * 60_000;
 /** Items per list page. */
 export const KUBE_LIST_PAGE_SIZE = 500;
 
@@ -32,6 +32,7 @@ export interface KubeReaderOptions {
   requestTimeoutMs: number;
   /** A watch that receives nothing (no event, no bookmark) for this long is ended (it resolves). */
   watchIdleTimeoutMs: number;
+  /** How long one Agent is reused before one with freshly read TLS material replaces it (KUBE_AGENT_RENEW_MS). */
   agentRenewMs?: number;
   /** Items per list page (default KUBE_LIST_PAGE_SIZE). */
   pageSize?: number;

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadGatewayKubeReader } from '../../../src/gateway/kube-client.ts';
+import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../../src/gateway/kube-settings.ts';
 import {
   isUnsupported,
   type KubeAccess,
@@ -21,6 +23,7 @@ import type { WatchEvent } from '../../../src/shared/kube/client.ts';
 import { KubeApiError, kubeErrorToApiError } from '../../../src/shared/kube/errors.ts';
 import { Resources, type Secret } from '../../../src/shared/kube/objects.ts';
 import { type ClosableKubeReader, createKubeReader } from '../../../src/shared/kube/reader.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
 import { createTestNamespace, testKubeAccess, testKubeConfig } from '../../harness/kube.ts';
 
 const kc = testKubeConfig();
@@ -175,5 +178,42 @@ describe('the read-only client against the API server', () => {
       await accessWith(`token: ${inject('kubeToken')}`, 'insecure-skip-tls-verify: true'),
     );
     expect(await insecure.get(Resources.Namespace, { name: ns })).toBeDefined();
+  });
+
+  it("serves a kubeconfig with an exec credential plugin through client-node (the gateway's fallback)", async () => {
+    const credential = JSON.stringify({
+      apiVersion: 'client.authentication.k8s.io/v1',
+      kind: 'ExecCredential',
+      status: { token: inject('kubeToken') },
+    });
+    const file = join(dir, 'exec-kubeconfig');
+    const ca = inject('kubeconfigYaml').match(/certificate-authority-data: (\S+)/)?.[1];
+    writeFileSync(
+      file,
+      `apiVersion: v1
+kind: Config
+current-context: t
+contexts: [{name: t, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "${inject('kubeServer')}", certificate-authority-data: ${ca}}}]
+users:
+- name: u
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: [-c, 'echo ${credential.replaceAll('"', '\\"')}'], interactiveMode: Never}
+`,
+    );
+    const logged: string[] = [];
+    const log = silentLogger();
+    const r = await loadGatewayKubeReader({
+      kubeconfig: file,
+      env: {},
+      home: undefined,
+      settings: DEFAULT_GATEWAY_KUBE_SETTINGS,
+      log: Object.assign(Object.create(log), { info: (o: { needs?: string }) => logged.push(o.needs ?? '') }),
+    });
+    readers.push(r);
+    expect(logged).toEqual(['user exec credential plugin']);
+    expect(await r.get(Resources.Namespace, { name: ns })).toMatchObject({ metadata: { name: ns } });
+    const { items } = await r.list(Resources.Secret, { namespace: ns });
+    expect(items.length).toBeGreaterThan(0);
   });
 });
