@@ -5,7 +5,7 @@ import { Resources } from '../../shared/kube/objects.ts';
 import { createFakeKubeClient } from '../../shared/kube/testing/fake-kube-client.ts';
 import { silentLogger } from '../../shared/log.ts';
 import { createFakeEventRecorder } from '../runtime/testing/fake-events.ts';
-import { createAppReconciler } from './reconciler.ts';
+import { appliedMessage, createAppReconciler } from './reconciler.ts';
 import { makeDeployment } from './resources/deployment.ts';
 import { appUrl } from './resources/labels.ts';
 import { makeService } from './resources/service.ts';
@@ -99,7 +99,8 @@ const table: Row[] = [
     name: 'first reconcile creates the Deployment and Service and reports status',
     app: app(),
     wantWrites: ['apply deployments hello', 'apply services hello', 'patch-status apps hello'],
-    wantEvents: ['Normal Applied created Deployment hello', 'Normal Applied created Service hello'],
+    // One Event for both objects: a new App costs one Event write, not two.
+    wantEvents: ['Normal Applied created Deployment hello and Service hello'],
     wantReady: { status: 'False', reason: 'RolloutInProgress' },
     wantUrl: null,
   },
@@ -265,6 +266,16 @@ describe('App reconciler', () => {
       expect(status?.status.conditions.find((c) => c.type === 'Ready')).toMatchObject(row.wantReady);
     }
     if (row.wantUrl !== undefined) expect(status?.status.url ?? null).toBe(row.wantUrl);
+  });
+
+  it('names every applied object in one Applied message, grouped by what was done', () => {
+    expect(appliedMessage([{ verb: 'updated', what: 'Deployment hello' }])).toBe('updated Deployment hello');
+    expect(
+      appliedMessage([
+        { verb: 'updated', what: 'Deployment hello' },
+        { verb: 'created', what: 'Service hello' },
+      ]),
+    ).toBe('created Service hello; updated Deployment hello');
   });
 
   it('keeps lastTransitionTime when Ready does not flip', () => {

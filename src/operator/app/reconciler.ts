@@ -55,6 +55,22 @@ export function isOwnedBy(obj: ObjectWithMeta, owner: { metadata: { uid?: string
 
 class ConflictError extends Error {}
 
+/** One object a reconcile applied. */
+interface Applied {
+  verb: 'created' | 'updated';
+  /** Kind and name, e.g. `Deployment hello`. */
+  what: string;
+}
+
+/** The Applied Event's message, by verb: `created Deployment hello and Service hello`. */
+export function appliedMessage(done: readonly Applied[]): string {
+  return (['created', 'updated'] as const)
+    .map((verb) => ({ verb, whats: done.filter((d) => d.verb === verb).map((d) => d.what) }))
+    .filter((g) => g.whats.length)
+    .map((g) => `${g.verb} ${g.whats.join(' and ')}`)
+    .join('; ');
+}
+
 export function createAppReconciler(
   deps: AppReconcilerDeps,
 ): (key: string) => Promise<ReconcileResult | undefined> {
@@ -66,13 +82,13 @@ export function createAppReconciler(
     }
   };
 
+  /** Applies `desired` unless the live object already matches; answers the object and what was done. */
   const ensure = async <T extends ObjectWithMeta>(
-    app: App,
     type: ResourceType,
     desired: T,
     live: T | undefined,
-  ): Promise<T> => {
-    if (live && isInPlace(desired, live)) return live;
+  ): Promise<{ object: T; done?: Applied }> => {
+    if (live && isInPlace(desired, live)) return { object: live };
     deps.log.debug(
       {
         kind: type.kind,
@@ -81,15 +97,11 @@ export function createAppReconciler(
       },
       'applying',
     );
-    const applied = await deps.client.apply(type, desired);
-    const verb = live ? 'updated' : 'created';
-    await deps.events.record(
-      app,
-      EventType.Normal,
-      AppEventReason.Applied,
-      `${verb} ${type.kind} ${desired.metadata.name}`,
-    );
-    return applied;
+    const object = await deps.client.apply(type, desired);
+    return {
+      object,
+      done: { verb: live ? 'updated' : 'created', what: `${type.kind} ${desired.metadata.name}` },
+    };
   };
 
   /** A newly seen pod cause (image, crash, ...) is also an Event: `kubectl describe app` shows it. */
@@ -124,12 +136,20 @@ export function createAppReconciler(
       // Someone else's object of the same name: touch neither, say so.
       assertOurs(app, Resources.Deployment, liveDeployment);
       assertOurs(app, Resources.Service, liveService);
-      // Independent objects: apply both at once.
-      const [dep] = await Promise.all([
-        ensure(app, Resources.Deployment, makeDeployment(app, deps.settings), liveDeployment),
-        ensure(app, Resources.Service, makeService(app), liveService),
+      // Independent objects: apply both at once; one Event says what changed (one write, not one per object).
+      const [dep, svc] = await Promise.allSettled([
+        ensure(Resources.Deployment, makeDeployment(app, deps.settings), liveDeployment),
+        ensure(Resources.Service, makeService(app), liveService),
       ]);
-      deployment = dep;
+      const done = [dep, svc].flatMap((r) =>
+        r.status === 'fulfilled' && r.value.done ? [r.value.done] : [],
+      );
+      if (done.length) {
+        await deps.events.record(app, EventType.Normal, AppEventReason.Applied, appliedMessage(done));
+      }
+      if (dep.status === 'rejected') throw dep.reason;
+      if (svc.status === 'rejected') throw svc.reason;
+      deployment = dep.value.object;
     } catch (err) {
       const conflict = err instanceof ConflictError;
       const message = conflict ? err.message : `could not apply the App's objects: ${String(err)}`;

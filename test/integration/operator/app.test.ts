@@ -249,10 +249,11 @@ describe('App → Deployment and Service', () => {
       const mine = events.items.filter(
         (e) => e.involvedObject?.kind === 'App' && e.involvedObject?.name === 'hello',
       );
-      return ['created Deployment hello', 'created Service hello'].every((m) =>
-        mine.some(
-          (e) => e.reason === 'Applied' && e.message === m && e.source?.component === 'apphost-operator',
-        ),
+      return mine.some(
+        (e) =>
+          e.reason === 'Applied' &&
+          e.message === 'created Deployment hello and Service hello' &&
+          e.source?.component === 'apphost-operator',
       );
     });
     await eventually('status with a not-ready reason and no URL before the App has been Ready', async () => {
