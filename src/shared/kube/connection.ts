@@ -11,6 +11,8 @@ export const KUBE_AGENT_RENEW_MS = 5 * 60_000;
 
 const patched = new WeakSet<KubeConfig>();
 
+type CreateDispatcher = (cluster: unknown, agentOptions: unknown) => Dispatcher | undefined;
+
 export function reuseKubeConnections(
   kc: KubeConfig,
   now: () => number = Date.now,
@@ -18,23 +20,23 @@ export function reuseKubeConnections(
 ): KubeConfig {
   if (patched.has(kc)) return kc;
   patched.add(kc);
-  const original = kc.applySecurityAuthentication.bind(kc);
+  // client-node 2.0.x asks its private `createDispatcher` once per request (from
+  // applySecurityAuthentication, which every request and watch goes through): answering the shared
+  // Agent there means no per-request Agent is built and closed (that cost ~3% of the operator's CPU:
+  // docs/benchmarks.md, "Operator convergence, third round"). connection.test.ts fails if the hook moves.
+  const hooked = kc as unknown as { createDispatcher: CreateDispatcher };
+  const original = hooked.createDispatcher.bind(kc);
   let shared: { dispatcher: Dispatcher; since: number } | undefined;
-  kc.applySecurityAuthentication = async (context) => {
-    await original(context);
-    const fresh = context.getDispatcher();
-    if (!fresh) return;
+  hooked.createDispatcher = (cluster, agentOptions) => {
     const t = now();
-    if (!shared || t - shared.since > renewMs) {
-      // The old Agent finishes its in-flight requests, then closes its connections.
-      const old = shared?.dispatcher;
-      shared = { dispatcher: fresh, since: t };
-      void old?.close().catch(() => undefined);
-      return;
-    }
-    context.setDispatcher(shared.dispatcher);
-    // The per-request Agent never connected; closing it frees nothing but keeps it tidy.
-    void fresh.close().catch(() => undefined);
+    if (shared && t - shared.since <= renewMs) return shared.dispatcher;
+    const fresh = original(cluster, agentOptions);
+    if (!fresh) return fresh;
+    // The old Agent finishes its in-flight requests, then closes its connections.
+    const old = shared?.dispatcher;
+    shared = { dispatcher: fresh, since: t };
+    void old?.close().catch(() => undefined);
+    return fresh;
   };
   return kc;
 }
