@@ -151,6 +151,16 @@ describe('Kubernetes access from a kubeconfig', () => {
     expect(err).toBeInstanceOf(KubeConfigError);
     expect((err as Error).message).toContain(message);
   });
+
+  it('names where a kubeconfig is not YAML without quoting it (the line may hold a token or key)', async () => {
+    const text =
+      'apiVersion: v1\nusers:\n- name: u\n  user:\n    token: s3cret-t0ken\n     client-key-data: QUJD\n';
+    const err = await kubeAccessFromKubeconfig(text, { source: 'k', dir: '/' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubeConfigError);
+    expect((err as Error).message).toMatch(/^kubeconfig k: not YAML: .+ \(line 5, column 12\)$/);
+    expect((err as Error).message).not.toContain('s3cret');
+    expect((err as Error).message).not.toContain('QUJD');
+  });
 });
 
 describe('loadKubeAccess: the default chain', () => {

@@ -175,9 +175,13 @@ export async function kubeAccessFromKubeconfig(
   const { parse } = await import('yaml');
   let doc: Kubeconfig;
   try {
-    doc = (parse(text) ?? {}) as Kubeconfig;
+    // prettyErrors off: yaml's message would quote the offending line, which may be a token or a key.
+    doc = (parse(text, { prettyErrors: false }) ?? {}) as Kubeconfig;
   } catch (err) {
-    throw new KubeConfigError(`kubeconfig ${source}: not YAML: ${(err as Error).message}`);
+    const { message, pos } = err as { message: string; pos?: [number, number] };
+    const at = pos ? text.slice(0, pos[0]).split('\n') : undefined;
+    const where = at ? ` (line ${at.length}, column ${(at.at(-1)?.length ?? 0) + 1})` : '';
+    throw new KubeConfigError(`kubeconfig ${source}: not YAML: ${message}${where}`);
   }
   const fail = (what: string) => new KubeConfigError(`kubeconfig ${source}: ${what}`);
   const current = doc['current-context'];
