@@ -4,7 +4,10 @@
  * subscription (a SUB and an UNSUB, which also costs the server a subscription-cache change), an idle
  * heartbeat monitor, a connection-status iterator and a close listener: ~4% of the webhook
  * dispatcher's CPU, which pulls every few jobs. Here a pull is one PUB of a `CONSUMER.MSG.NEXT` request
- * with a reply subject under the subscription, plus one timer.
+ * with a reply subject under the subscription, plus one timer. nats.js's own persistent pull,
+ * `consumer.consume()`, keeps a buffer of up to `max_messages` filled ahead of the reader, so jobs would
+ * wait in the client with their ack-wait running and no slot free; here a pull asks for exactly the free
+ * slots, as `fetch()` does.
  *
  * One pull is open at a time, as with `fetch()`: it ends when its batch has come, when the server says
  * it expired (408) or had nothing (404), when the connection drops (the server forgets a disconnected
