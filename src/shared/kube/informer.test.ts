@@ -82,6 +82,36 @@ describe('informer', () => {
     expect(inf.get('n', 'b')).toBeUndefined();
   });
 
+  it('backs off from a server that ends every watch at once without an event (no tight reopen loop)', async () => {
+    let watches = 0;
+    const client = {
+      list: async () => ({ items: [obj('a', '1')], resourceVersion: '1' }),
+      // A proxy or a stopping API server: 200, then the end of the stream.
+      watch: async () => {
+        watches++;
+      },
+    } as unknown as KubeClient;
+    const inf = createInformer({
+      client,
+      type,
+      settings: {
+        resyncPeriodMs: 60_000,
+        watchTimeoutSeconds: 30,
+        backoff: { baseDelayMs: 200, maxDelayMs: 200 },
+      },
+      log: silentLogger(),
+      handlers: {},
+    });
+    inf.start();
+    await inf.waitForSync();
+    await new Promise((r) => setTimeout(r, 500));
+    await inf.stop();
+    // One watch per backoff (200 ms), not thousands per second; the cache is kept (no event was missed).
+    expect(watches).toBeGreaterThanOrEqual(1);
+    expect(watches).toBeLessThanOrEqual(4);
+    expect(inf.get('n', 'a')).toBeDefined();
+  });
+
   it('hands every cached object to onResync periodically', async () => {
     const resynced: string[] = [];
     const { client } = scripted([[obj('a', '1')]], []);

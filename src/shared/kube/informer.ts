@@ -3,14 +3,22 @@
  * The operator's controllers and the gateway's resolver and key-set watch use it (client-node's informer has no transform,
  * index, resync or sync wait). The watch restarts from the last seen resourceVersion (after the server
  * ends it or it was idle), relists when that version is gone (410), backs off
- * exponentially on errors, and every `resyncPeriodMs` hands every cached object to `onResync` so a
- * missed event can never leave an object unreconciled for long.
+ * exponentially on errors — a watch that ends within WATCH_MIN_MS having received nothing counts as one —
+ * and every `resyncPeriodMs` hands every cached object to `onResync` so a missed event can never leave an
+ * object unreconciled for long.
  */
 import { type BackoffSettings, backoffDelay } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import type { KubeReader } from './client.ts';
 import { isGone } from './errors.ts';
 import type { ObjectWithMeta, ResourceType } from './objects.ts';
+
+/**
+ * A watch that ends sooner than this without an event or bookmark is a failure (backoff, relist), as
+ * client-go's "very short watch": a proxy or a stopping API server that ends every watch at once would
+ * otherwise be asked again in a tight loop (thousands of watches a second).
+ */
+export const WATCH_MIN_MS = 1_000;
 
 export interface InformerSettings {
   resyncPeriodMs: number;
@@ -157,12 +165,15 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
       try {
         if (rv === undefined) rv = await relist();
         const from: string = rv;
+        const opened = Date.now();
+        let received = 0;
         await client.watch<T>(type, {
           ...selector,
           resourceVersion: from,
           timeoutSeconds: settings.watchTimeoutSeconds,
           signal: abort.signal,
           onEvent: (ev) => {
+            received++;
             const obj = transform({ ...ev.object, apiVersion: type.apiVersion, kind: type.kind } as T);
             rv = obj.metadata.resourceVersion ?? rv;
             if (ev.type === 'BOOKMARK') return;
@@ -178,6 +189,8 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
             }
           },
         });
+        if (received === 0 && !abort.signal.aborted && Date.now() - opened < WATCH_MIN_MS)
+          throw new Error(`the watch ended within ${WATCH_MIN_MS} ms without an event`);
         failures = 0;
       } catch (err) {
         if (abort.signal.aborted) break;
