@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../log.ts';
 import { waitUntil } from '../testing/wait.ts';
@@ -110,6 +111,35 @@ describe('informer', () => {
     expect(watches).toBeGreaterThanOrEqual(1);
     expect(watches).toBeLessThanOrEqual(4);
     expect(inf.get('n', 'a')).toBeDefined();
+  });
+
+  it('leaves no listener behind on its stop signal for each backoff it waited out', async () => {
+    let watches = 0;
+    let signal: AbortSignal | undefined;
+    const client = {
+      list: async () => ({ items: [], resourceVersion: '1' }),
+      watch: async (_t: unknown, o: { signal: AbortSignal }) => {
+        signal = o.signal;
+        watches++;
+        throw new Error('connection refused');
+      },
+    } as unknown as KubeClient;
+    const inf = createInformer({
+      client,
+      type,
+      settings: {
+        resyncPeriodMs: 60_000,
+        watchTimeoutSeconds: 30,
+        backoff: { baseDelayMs: 1, maxDelayMs: 1 },
+      },
+      log: silentLogger(),
+      handlers: {},
+    });
+    inf.start();
+    await waitUntil(() => watches >= 30, 10_000);
+    const listeners = getEventListeners(signal as AbortSignal, 'abort').length;
+    await inf.stop();
+    expect(listeners).toBeLessThanOrEqual(2);
   });
 
   it('hands every cached object to onResync periodically', async () => {

@@ -120,17 +120,16 @@ export function createInformer<T extends ObjectWithMeta>(opts: {
     ...(opts.namespace ? { namespace: opts.namespace } : {}),
   };
 
+  // Its abort listener goes when it wakes either way: one per backoff would pile up on the informer's signal.
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      abort.signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(t);
-          resolve();
-        },
-        { once: true },
-      );
+      const wake = () => {
+        clearTimeout(t);
+        abort.signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      const t = setTimeout(wake, ms);
+      abort.signal.addEventListener('abort', wake, { once: true });
     });
 
   const relist = async (): Promise<string> => {
