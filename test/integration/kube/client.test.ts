@@ -96,6 +96,19 @@ describe('KubeClient on client-node', () => {
     expect(afterSpec.status?.observedGeneration).toBe(1);
   });
 
+  it('drops a field the schema does not declare from an apply, as the default field validation did', async () => {
+    // Applies send fieldValidation=Ignore (client.ts). The default, Warn, also stored the object without
+    // the field; it only added a warning header, which client-node does not surface.
+    const applied = await client.apply<KubeObject>(Resources.Service, {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'undeclared', namespace: ns },
+      spec: { ports: [{ port: 80 }], bogusField: true },
+    });
+    expect(applied.spec).toMatchObject({ ports: [expect.objectContaining({ port: 80 })] });
+    expect(applied.spec).not.toHaveProperty('bogusField');
+  });
+
   it('lists with kind filled in, and watches from the list version', async () => {
     await client.create(Resources.App, app('listed'));
     const { items, resourceVersion } = await client.list<App>(Resources.App, { namespace: ns });
