@@ -146,6 +146,26 @@ describe('the read-only Kubernetes client', () => {
     await c.close();
   });
 
+  it('ends a watch with an error when one event grows past its bound (no newline: a broken proxy)', async () => {
+    const { url } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      // 64 KiB chunks, never a newline, for as long as the reader reads.
+      const chunk = 'x'.repeat(64 * 1024);
+      const t = setInterval(() => res.write(chunk), 5);
+      res.on('close', () => clearInterval(t));
+    });
+    const c = createKubeReader(access(url), {
+      userAgent: 'apphost-test',
+      requestTimeoutMs: 60_000,
+      watchIdleTimeoutMs: 60_000,
+      watchEventMaxChars: 256 * 1024,
+    });
+    await expect(c.watch(Resources.Pod, watchOpts())).rejects.toThrow(
+      /an event longer than 262144 characters/,
+    );
+    await c.close();
+  });
+
   it('ends a watch with what its event handler throws, and resolves when the caller aborts', async () => {
     const { url } = await serve((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });

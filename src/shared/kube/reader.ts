@@ -6,7 +6,7 @@
  *
  * Bounds: a get or list page is bounded by `requestTimeoutMs`; a watch by the server (`timeoutSeconds`)
  * and by `watchIdleTimeoutMs` without a byte (headers, event or bookmark), after which it resolves as
- * ended. Errors: an error answer is a `KubeApiError` (HTTP status + the Status reason; errors.ts
+ * ended; one event's line by `KUBE_WATCH_EVENT_MAX_CHARS`. Errors: an error answer is a `KubeApiError` (HTTP status + the Status reason; errors.ts
  * classifies it), a watch's ERROR event too; a network failure is undici's error.
  * One undici Agent is reused (kept-alive connections) and replaced every `agentRenewMs` with one built from
  * freshly read TLS material, so rotated client certificates and CAs are picked up.
@@ -25,6 +25,13 @@ import type { ObjectRef, ObjectWithMeta, ResourceType } from './objects.ts';
 /** Items per list page. */
 export const KUBE_LIST_PAGE_SIZE = 500;
 
+/**
+ * Longest watch event read, in characters of its JSON line (an object is at most ~1.5 MiB in etcd): a
+ * stream that goes on without a newline (a broken proxy) ends the watch with an error instead of
+ * growing the buffer until the server's timeout.
+ */
+export const KUBE_WATCH_EVENT_MAX_CHARS = 16 * 1024 * 1024;
+
 export interface KubeReaderOptions {
   /** Shown as the User-Agent in the API server's logs. */
   userAgent: string;
@@ -36,6 +43,8 @@ export interface KubeReaderOptions {
   agentRenewMs?: number;
   /** Items per list page (default KUBE_LIST_PAGE_SIZE). */
   pageSize?: number;
+  /** Longest watch event line (default KUBE_WATCH_EVENT_MAX_CHARS). */
+  watchEventMaxChars?: number;
   now?: () => number;
 }
 
@@ -181,6 +190,7 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
       }
       if (res.statusCode !== 200) throw await apiError(res, what);
       const body = res.body;
+      const maxEvent = opts.watchEventMaxChars ?? KUBE_WATCH_EVENT_MAX_CHARS;
       await new Promise<void>((resolve, reject) => {
         let settled = false;
         const finish = (err?: unknown) => {
@@ -224,6 +234,8 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
             if (text.trim() !== '') line(text);
             nl = pending.indexOf('\n');
           }
+          if (!settled && pending.length > maxEvent)
+            finish(new Error(`${what}: an event longer than ${maxEvent} characters`));
         });
         body.on('end', () => {
           const rest = (pending + decoder.end()).trim();
