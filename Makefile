@@ -65,10 +65,12 @@ $(NATS_SERVER_DIR)/.stamp-$(NATS_SERVER_VERSION): | $(VENV)/.stamp-runtime
 	mv "$(NATS_SERVER_DIR).tmp" "$(NATS_SERVER_DIR)"
 	touch $@
 
-# etcd, kube-apiserver, kube-controller-manager, kubectl, nats-server and helm, built from pinned Go modules.
+# etcd, kube-apiserver, kube-controller-manager, kubectl, nats-server and helm, built from pinned Go modules;
+# openssl, with which the test control plane makes its client CA and admin certificate (test/harness).
 deps-tools:
 	@if [ -n "$${KUBEBUILDER_ASSETS:-}" ]; then echo "using control-plane binaries from KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; fi
 	hack/build-tools.sh
+	@hack/apt-ensure.sh deps-tools /usr/bin/openssl=openssl
 
 # Debian's chromium for the dashboard's browser tests (apt-get when missing; never a browser download).
 deps-browser:
