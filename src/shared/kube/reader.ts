@@ -9,7 +9,8 @@
  * ended; one event's line by `KUBE_WATCH_EVENT_MAX_CHARS`. Errors: an error answer is a `KubeApiError` (HTTP status + the Status reason; errors.ts
  * classifies it), a watch's ERROR event too; a network failure is undici's error.
  * One undici Agent is reused (kept-alive connections) and replaced every `agentRenewMs` with one built from
- * freshly read TLS material, so rotated client certificates and CAs are picked up.
+ * freshly read TLS material, so rotated client certificates and CAs are picked up (material that cannot be
+ * read at that moment keeps the Agent in use until a later request can read it).
  */
 import { STATUS_CODES } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
@@ -93,10 +94,19 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
   let agent = { dispatcher: newAgent(), since: now() };
   const dispatcher = () => {
     if (now() - agent.since > renewMs) {
-      // The old Agent finishes what is in flight (a watch: until it ends), then closes its connections.
-      const old = agent.dispatcher;
-      agent = { dispatcher: newAgent(), since: now() };
-      void old.close().catch(() => undefined);
+      let fresh: InstanceType<typeof Agent> | undefined;
+      try {
+        fresh = newAgent();
+      } catch {
+        // A TLS file unreadable right now (mid-rotation): the Agent in use still works; the next request
+        // tries again.
+      }
+      if (fresh) {
+        // The old Agent finishes what is in flight (a watch: until it ends), then closes its connections.
+        const old = agent.dispatcher;
+        agent = { dispatcher: fresh, since: now() };
+        void old.close().catch(() => undefined);
+      }
     }
     return agent.dispatcher;
   };

@@ -105,7 +105,8 @@ describe('the read-only client against the API server', () => {
     const watching = r.watch<Secret>(Resources.Secret, {
       namespace: ns,
       resourceVersion,
-      timeoutSeconds: 3,
+      // The three writes below must land before the server ends the watch: a wide margin on a busy machine.
+      timeoutSeconds: 10,
       signal: new AbortController().signal,
       onEvent: (ev) => events.push(ev),
     });
@@ -178,6 +179,41 @@ describe('the read-only client against the API server', () => {
       await accessWith(`token: ${inject('kubeToken')}`, 'insecure-skip-tls-verify: true'),
     );
     expect(await insecure.get(Resources.Namespace, { name: ns })).toBeDefined();
+  });
+
+  it('keeps its connections when the TLS files cannot be read at a renewal, and renews once they can', async () => {
+    const caFile = join(dir, 'renew-ca.crt');
+    const ca = Buffer.from(
+      inject('kubeconfigYaml').match(/certificate-authority-data: (\S+)/)?.[1] ?? '',
+      'base64',
+    );
+    writeFileSync(caFile, ca);
+    let t = 0;
+    const r = createKubeReader(
+      await accessWith(`token: ${inject('kubeToken')}`, `certificate-authority: ${caFile}`),
+      {
+        userAgent: 'apphost-reader-test',
+        requestTimeoutMs: 30_000,
+        watchIdleTimeoutMs: 60_000,
+        agentRenewMs: 1_000,
+        now: () => t,
+      },
+    );
+    readers.push(r);
+    expect(await r.get(Resources.Namespace, { name: ns })).toBeDefined();
+    // Mid-rotation: the CA file is gone when the Agent is due for renewal.
+    rmSync(caFile);
+    t = 2_000;
+    expect(await r.get(Resources.Namespace, { name: ns })).toBeDefined();
+    // Readable again: the next request renews with what it holds now (a CA that did not sign the server's
+    // certificate is refused, so the renewal did read it), then with the right one.
+    writeFileSync(caFile, rootCertificates[0] ?? '');
+    t = 2_500;
+    const err = await r.get(Resources.Namespace, { name: ns }).catch((e: unknown) => e);
+    expect(String((err as { code?: string }).code)).toMatch(/CERT|SIGNATURE|ISSUER/);
+    writeFileSync(caFile, ca);
+    t = 4_000;
+    expect(await r.get(Resources.Namespace, { name: ns })).toBeDefined();
   });
 
   it("serves a kubeconfig with an exec credential plugin through client-node (the gateway's fallback)", async () => {
