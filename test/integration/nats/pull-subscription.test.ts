@@ -80,7 +80,8 @@ describe('pull subscription', () => {
   });
 
   it('nak with a delay, term and working answer as nats.js does', async () => {
-    await consumer('answers', 2_000);
+    // An ack wait with a wide margin over the 300 ms heartbeats below: a busy machine may stall a beat.
+    await consumer('answers', 6_000);
     await publish('answers', 3);
     const pulls = createPullSubscription(nc, STREAM, 'answers');
     try {
@@ -92,15 +93,15 @@ describe('pull subscription', () => {
       worked.working();
       // The nak'd one comes back as its 2nd delivery; the termed one never does.
       const again: PulledMsg[] = [];
-      for await (const m of await pulls.fetch({ max_messages: 1, expires: 1_500 })) again.push(m);
+      for await (const m of await pulls.fetch({ max_messages: 1, expires: 5_000 })) again.push(m);
       expect(again.map((m) => [text(m), m.info.deliveryCount])).toEqual([['0', 2]]);
       again[0]?.ack();
-      // Told "still working" every 300 ms while a pull stays open longer than its 2 s ack wait: it is
+      // Told "still working" every 300 ms while a pull stays open longer than its 6 s ack wait: it is
       // not handed out again (without working(), it would come in this pull).
       const beat = setInterval(() => worked.working(), 300);
       const late: PulledMsg[] = [];
       try {
-        for await (const m of await pulls.fetch({ max_messages: 3, expires: 3_000 })) late.push(m);
+        for await (const m of await pulls.fetch({ max_messages: 3, expires: 7_000 })) late.push(m);
       } finally {
         clearInterval(beat);
       }
