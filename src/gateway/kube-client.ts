@@ -47,5 +47,7 @@ export async function loadGatewayKubeReader(opts: {
     requestTimeoutMs: opts.settings.requestTimeoutMs,
     watchIdleTimeoutMs: opts.settings.watchIdleTimeoutMs,
   });
+  // The fallback's connections are client-node's shared Agent (connection.ts), kept alive for the process's
+  // life; they end with the process, after the gateway's other shutdown steps.
   return { get: client.get, list: client.list, watch: client.watch, close: async () => {} };
 }

@@ -1,6 +1,8 @@
 /**
- * One taxonomy for Kubernetes API errors, whichever part of client-node raised them (an ApiException of
- * its typed or object APIs, its Watch, a watch ERROR event turned into a KubeApiError by our client):
+ * One taxonomy for Kubernetes API errors, whichever client raised them (an ApiException of client-node's
+ * typed or object APIs, its Watch, a watch ERROR event turned into a KubeApiError by our client, or a
+ * KubeApiError of the gateway's read-only reader, reader.ts, whose timeouts and network failures are plain
+ * Errors and so map to 500):
  * `kubeStatusOf` reads the HTTP status and the Status reason, `isNotFound`/`isConflict`/`isGone` classify, and `kubeErrorToApiError` is the one mapping to the
  * platform's error codes (faas-netes style, pkg/handlers/errors.go): NotFound/Gone → 404,
  * AlreadyExists/Conflict → 409, Invalid → 422, BadRequest → 400, TooManyRequests/503/504 → 502 (retry),
