@@ -17,6 +17,7 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { isNotFound, KubeApiError } from './errors.ts';
+import { KUBE_LIST_PAGE_SIZE, type ListPage, listAllPages } from './list-pages.ts';
 import { WireObjectApi } from './object-api.ts';
 import type { KubeObject, ObjectRef, ObjectWithMeta, ResourceType } from './objects.ts';
 
@@ -90,9 +91,6 @@ export interface KubeClientOptions {
 export const KUBE_REQUEST_TIMEOUT_MS = 30_000;
 export const KUBE_WATCH_IDLE_TIMEOUT_MS = 600_000;
 
-/** Items per list page. */
-const PAGE_SIZE = 500;
-
 const requestTimeout = (ms: number): Middleware => ({
   pre: async (ctx) => {
     ctx.setSignal(AbortSignal.timeout(ms));
@@ -164,11 +162,8 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
     ) {
       api.header(type);
-      const items: T[] = [];
-      let resourceVersion = '';
-      let cont: string | undefined;
-      do {
-        const page = wire<{ items: T[]; metadata?: { resourceVersion?: string; continue?: string } }>(
+      return listAllPages(type, async (cont) =>
+        wire<ListPage<T>>(
           await api.list(
             type.apiVersion,
             type.kind,
@@ -178,16 +173,11 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
             undefined,
             o.fieldSelector,
             o.labelSelector,
-            PAGE_SIZE,
+            KUBE_LIST_PAGE_SIZE,
             cont,
           ),
-        );
-        // List items carry no apiVersion/kind; fill them in so cached objects are complete.
-        for (const it of page.items) items.push({ ...it, apiVersion: type.apiVersion, kind: type.kind });
-        resourceVersion = page.metadata?.resourceVersion ?? '';
-        cont = page.metadata?.continue || undefined;
-      } while (cont);
-      return { items, resourceVersion };
+        ),
+      );
     },
 
     async watch(type, w) {

@@ -21,10 +21,8 @@ import type { KubeReader, ListResult, WatchEvent } from './client.ts';
 // The same renewal as client-node's pooled Agent (connection.ts has no runtime imports).
 import { KUBE_AGENT_RENEW_MS } from './connection.ts';
 import { isNotFound, KubeApiError } from './errors.ts';
+import { KUBE_LIST_PAGE_SIZE, type ListPage, listAllPages } from './list-pages.ts';
 import type { ObjectRef, ObjectWithMeta, ResourceType } from './objects.ts';
-
-/** Items per list page. */
-export const KUBE_LIST_PAGE_SIZE = 500;
 
 /**
  * Longest watch event read, in characters of its JSON line (an object is at most ~1.5 MiB in etcd): a
@@ -150,25 +148,13 @@ export function createKubeReader(access: KubeAccess, opts: KubeReaderOptions): C
       type: ResourceType,
       o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
     ): Promise<ListResult<T>> {
-      const items: T[] = [];
-      let resourceVersion = '';
-      let cont: string | undefined;
-      do {
+      return listAllPages(type, (cont) => {
         const q = new URLSearchParams({ limit: String(opts.pageSize ?? KUBE_LIST_PAGE_SIZE) });
         if (o.labelSelector) q.set('labelSelector', o.labelSelector);
         if (o.fieldSelector) q.set('fieldSelector', o.fieldSelector);
         if (cont) q.set('continue', cont);
-        const page = await getJson<{
-          items?: T[];
-          metadata?: { resourceVersion?: string; continue?: string };
-        }>(`${collectionPath(type, o.namespace)}?${q}`, `list ${type.plural}`);
-        // List items carry no apiVersion/kind; fill them in so cached objects are complete.
-        for (const it of page.items ?? [])
-          items.push({ ...it, apiVersion: type.apiVersion, kind: type.kind });
-        resourceVersion = page.metadata?.resourceVersion ?? '';
-        cont = page.metadata?.continue || undefined;
-      } while (cont);
-      return { items, resourceVersion };
+        return getJson<ListPage<T>>(`${collectionPath(type, o.namespace)}?${q}`, `list ${type.plural}`);
+      });
     },
 
     async watch(type, w) {
