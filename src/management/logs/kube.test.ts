@@ -3,46 +3,26 @@
  * does not give on demand — is answered like every other Kubernetes failure of the management API
  * (shared/kube/errors.ts). Reading from the real API server: test/integration/management/logs-kube.test.ts.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { kubeConfigFromString } from '../../shared/kube/config.ts';
+import { localKubeconfigYaml, localServers } from '../../shared/testing/local-server.ts';
 import { createKubeLogSource, DEFAULT_KUBE_LOG_SETTINGS, unavailable } from './kube.ts';
 
-let server: Server | undefined;
-afterEach(async () => {
-  const s = server;
-  server = undefined;
-  if (!s) return;
-  s.closeAllConnections();
-  await new Promise((r) => s.close(r));
-});
+const listen = localServers();
 
 /** An API server answering every request with `status` and a Status body of `reason`. */
 async function refusingServer(status: number, reason: string): Promise<string> {
-  const s = createServer((_req, res) => {
+  return listen((_req, res) => {
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(
       JSON.stringify({ kind: 'Status', status: 'Failure', code: status, reason, message: `${reason}!` }),
     );
   });
-  server = s;
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
 }
 
 const source = (url: string) =>
-  createKubeLogSource(
-    kubeConfigFromString(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${url}", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`),
-    DEFAULT_KUBE_LOG_SETTINGS,
-  );
+  createKubeLogSource(kubeConfigFromString(localKubeconfigYaml(url)), DEFAULT_KUBE_LOG_SETTINGS);
 
 describe('kube log source, Kubernetes failures', () => {
   it('an overloaded API server is a 502 the caller may retry, not an internal error', async () => {

@@ -3,23 +3,15 @@
  * the real one does not produce on demand. The rest of the client is tested against the real API
  * server (test/integration/kube/client.test.ts).
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Watch } from '@kubernetes/client-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { localKubeconfigYaml, localServers } from '../testing/local-server.ts';
 import { createKubeClient } from './client.ts';
 import { kubeConfigFromString } from './config.ts';
 import { isGone } from './errors.ts';
 import { Resources } from './objects.ts';
 
-let server: Server | undefined;
-afterEach(async () => {
-  const s = server;
-  server = undefined;
-  if (!s) return;
-  s.closeAllConnections();
-  await new Promise((r) => s.close(r));
-});
+const listen = localServers();
 
 /**
  * An API server that never answers a request, and answers a watch with headers and then `watchBody`
@@ -27,26 +19,17 @@ afterEach(async () => {
  */
 async function hangingServer(watchBody = ''): Promise<{ url: string; requests: string[] }> {
   const requests: string[] = [];
-  const s = createServer((req, res) => {
+  const url = await listen((req, res) => {
     requests.push(req.url ?? '');
     if (req.url?.includes('watch=true')) {
       res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
       if (watchBody) res.write(watchBody);
     }
   });
-  server = s;
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, requests };
+  return { url, requests };
 }
 
-const kubeconfig = (server: string) =>
-  kubeConfigFromString(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`);
+const kubeconfig = (server: string) => kubeConfigFromString(localKubeconfigYaml(server));
 
 const client = (url: string, bounds: { requestTimeoutMs: number; watchIdleTimeoutMs: number }) =>
   createKubeClient(kubeconfig(url), { fieldManager: 'test', ...bounds });

@@ -3,34 +3,25 @@
  * the real one does not send on demand. The rest is tested against the real API server
  * (test/integration/kube/reader.test.ts).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { localServers } from '../testing/local-server.ts';
 import type { KubeAccess } from './access.ts';
 import { isGone, KubeApiError, kubeErrorToApiError } from './errors.ts';
 import { Resources } from './objects.ts';
 import { collectionPath, createKubeReader } from './reader.ts';
 
-let server: Server | undefined;
-afterEach(async () => {
-  const s = server;
-  server = undefined;
-  if (!s) return;
-  s.closeAllConnections();
-  await new Promise((r) => s.close(r));
-});
+const listen = localServers();
 
 async function serve(
   handle: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<{ url: string; requests: Array<{ url: string; headers: IncomingMessage['headers'] }> }> {
   const requests: Array<{ url: string; headers: IncomingMessage['headers'] }> = [];
-  const s = createServer((req, res) => {
+  const url = await listen((req, res) => {
     requests.push({ url: req.url ?? '', headers: req.headers });
     handle(req, res);
   });
-  server = s;
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, requests };
+  return { url, requests };
 }
 
 const access = (server: string): KubeAccess => ({
