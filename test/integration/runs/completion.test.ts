@@ -94,6 +94,36 @@ async function webhookJobs(runId: string, ms: number): Promise<WebhookJob[]> {
   return found;
 }
 
+/** The final record a worker wrote for `job` before it was killed (its message still unacked). */
+function finalSuccessRecord(
+  job: RunJob,
+  answer: Buffer,
+  finishedAt: string,
+  executions: number,
+  result: Partial<RunRecord['result']> = {},
+): RunRecord {
+  return {
+    runId: job.requestId,
+    projectId: P,
+    appName: APP,
+    path: job.path,
+    state: 'success',
+    createdAt: job.acceptedAt,
+    startedAt: finishedAt,
+    finishedAt,
+    executions,
+    responseStatus: 200,
+    webhookHost: 'hooks.example.test',
+    result: {
+      kept: 'complete',
+      contentType: 'application/json',
+      sizeBytes: answer.length,
+      keptBytes: answer.length,
+      ...result,
+    },
+  };
+}
+
 const starts = (marker: string) =>
   existsSync(marker) ? readFileSync(marker, 'utf8').trim().split('\n').filter(Boolean).length : 0;
 
@@ -137,25 +167,7 @@ it('a redelivered run whose record is final queues its webhook job from that rec
   const answer = Buffer.from(JSON.stringify({ from: 'the third execution' }));
   const finishedAt = new Date(Date.now() - 60_000).toISOString();
   await store.putResult(P, APP, job.requestId, answer);
-  await store.update(P, APP, job.requestId, () => ({
-    runId: job.requestId,
-    projectId: P,
-    appName: APP,
-    path: job.path,
-    state: 'success',
-    createdAt: job.acceptedAt,
-    startedAt: finishedAt,
-    finishedAt,
-    executions: 3,
-    responseStatus: 200,
-    webhookHost: 'hooks.example.test',
-    result: {
-      kept: 'complete',
-      contentType: 'application/json',
-      sizeBytes: answer.length,
-      keptBytes: answer.length,
-    },
-  }));
+  await store.update(P, APP, job.requestId, () => finalSuccessRecord(job, answer, finishedAt, 3));
   await enqueue(job);
 
   const [hook, ...more] = await webhookJobs(job.requestId, WAIT_MS);
@@ -178,26 +190,9 @@ it('a redelivered run whose final record carries its result inline queues the we
   // What a worker killed after writing a final record with a small result (no result key) leaves behind.
   const answer = Buffer.from(JSON.stringify({ from: 'the record itself' }));
   const finishedAt = new Date(Date.now() - 60_000).toISOString();
-  await store.update(P, APP, job.requestId, () => ({
-    runId: job.requestId,
-    projectId: P,
-    appName: APP,
-    path: job.path,
-    state: 'success',
-    createdAt: job.acceptedAt,
-    startedAt: finishedAt,
-    finishedAt,
-    executions: 1,
-    responseStatus: 200,
-    webhookHost: 'hooks.example.test',
-    result: {
-      kept: 'complete',
-      contentType: 'application/json',
-      sizeBytes: answer.length,
-      keptBytes: answer.length,
-      inlineBase64: answer.toString('base64'),
-    },
-  }));
+  await store.update(P, APP, job.requestId, () =>
+    finalSuccessRecord(job, answer, finishedAt, 1, { inlineBase64: answer.toString('base64') }),
+  );
   await enqueue(job);
 
   const [hook, ...more] = await webhookJobs(job.requestId, WAIT_MS);
