@@ -10,9 +10,10 @@
  * per call, peak RSS (VmHWM) and its V8 heap spaces after the load. Nothing is written to RESULTS.md.
  * With COMPARE_ASYNC_ROUNDS > 0, then as many interleaved rounds of the async load (`?async=true`, 202
  * accepts; the run worker is off, so RUNS only grows) with each variant's accepts/s, p50/p99 and CPU per
- * accept. Settings: COMPARE_ROUNDS (4), COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8),
- * COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0 skips SSE), BENCH_CONNECTIONS (32). Run it under
- * the bench lock on a shared machine.
+ * accept. With COMPARE_FLOOR=1, the bare Node proxy (bench/support/bare-proxy.ts, the sync rows' floor)
+ * runs in the same sync rounds as one more variant, with its CPU per call. Settings: COMPARE_ROUNDS (4),
+ * COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0
+ * skips SSE), COMPARE_FLOOR (0), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -44,6 +45,7 @@ const SECONDS = num('COMPARE_SECONDS', 8);
 const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
 const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
+const FLOOR = num('COMPARE_FLOOR', 0) > 0;
 /** Unmeasured SSE calls per variant first. */
 const SSE_WARMUP = 10;
 
@@ -123,13 +125,31 @@ try {
       asyncRounds: [] as Array<LoadResult & { cpuMs: number }>,
     });
   }
+  // The floor: not a gateway (no async, SSE or metrics), only the sync rounds and its CPU per call.
+  const floor = FLOOR ? await parts.bareProxy() : undefined;
+  const syncVariants: Array<{
+    name: string;
+    pid: number;
+    url: string;
+    rounds: Array<LoadResult & { cpuMs: number }>;
+  }> = [...gateways];
+  const floorVariant = floor
+    ? {
+        name: 'bare-proxy',
+        pid: floor.pid,
+        url: floor.url,
+        rounds: [] as Array<LoadResult & { cpuMs: number }>,
+      }
+    : undefined;
+  if (floorVariant) syncVariants.push(floorVariant);
   process.stdout.write(
     `load average ${load()} at the start; idle RSS ${gateways.map((g) => `${g.name} ${mib(g.idle)}`).join(', ')}\n`,
   );
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
   for (let r = 0; r < ROUNDS + ASYNC_ROUNDS; r++) {
     const async = r >= ROUNDS;
-    for (const g of r % 2 ? [...gateways].reverse() : gateways) {
+    const order = async ? gateways : syncVariants;
+    for (const g of r % 2 ? [...order].reverse() : order) {
       const spec = {
         url: `${g.url}/echo${async ? '?async=true' : ''}`,
         method: 'POST' as const,
@@ -142,7 +162,8 @@ try {
       const cpu0 = procCpuSeconds(g.pid);
       const x = await loadGen.run(spec);
       const cpuMs = ((procCpuSeconds(g.pid) - cpu0) * 1000) / x.requests;
-      (async ? g.asyncRounds : g.rounds).push({ ...x, cpuMs });
+      if (async) (g as (typeof gateways)[number]).asyncRounds.push({ ...x, cpuMs });
+      else g.rounds.push({ ...x, cpuMs });
       process.stdout.write(
         `${async ? 'async ' : ''}round ${r + 1} ${g.name}: ${x.rps.toFixed(0)} ${async ? 'accepts' : 'req'}/s, ` +
           `p50 ${x.p50Ms.toFixed(2)} ms, p99 ${x.p99Ms.toFixed(2)} ms, ` +
@@ -226,6 +247,13 @@ try {
           `p50 ${median(g.rounds.map((x) => x.p50Ms)).toFixed(2)} ms; peak RSS ${mib(procStatusBytes(g.pid, 'VmHWM'))} (idle ${mib(g.idle)})${heap}\n`,
       );
     await g.proc.stop(STOP_GRACE_MS);
+  }
+  if (floorVariant?.rounds.length) {
+    const cpu = floorVariant.rounds.map((x) => x.cpuMs);
+    process.stdout.write(
+      `bare-proxy (the floor): CPU per call median ${median(cpu).toFixed(3)} ms (${Math.min(...cpu).toFixed(3)}–${Math.max(...cpu).toFixed(3)}), ` +
+        `median ${median(floorVariant.rounds.map((x) => x.rps)).toFixed(0)} req/s, p50 ${median(floorVariant.rounds.map((x) => x.p50Ms)).toFixed(2)} ms\n`,
+    );
   }
   process.stdout.write(`load average ${load()} at the end\n`);
 } finally {

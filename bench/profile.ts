@@ -2,7 +2,7 @@
  * `make bench-profile` / `node bench/profile.ts [sync|async|webhooks ...]`: runs benchmarks with a CPU
  * profile (`node --cpu-prof`) of every Node process under load — the gateway on the sync path, the
  * gateway on the 202 path, the run worker draining the queue, the webhook dispatcher (unsigned and
- * signed) — and prints where each one's time went, by component, plus its busiest functions.
+ * signed), and beside the sync gateway the bare Node proxy that is its floor — and prints where each one's time went, by component, plus its busiest functions.
  * Each phase is its own `bench/run.ts` run, so one profile holds one kind of work. Settings: docs/benchmarks.md.
  */
 import { spawnSync } from 'node:child_process';
@@ -15,7 +15,10 @@ import { loadAverageNow } from './support/report.ts';
 
 /** Which child (its bench/run.ts name) of which phase holds which piece's profile. */
 const PHASES: Record<string, Array<[child: string, piece: string]>> = {
-  sync: [['gateway', 'gateway, sync calls (c=32)']],
+  sync: [
+    ['gateway', 'gateway, sync calls (c=32)'],
+    ['bare-proxy', 'bare Node proxy (the floor), sync calls (c=32)'],
+  ],
   async: [
     ['gateway', 'gateway, async 202 accepts (c=32)'],
     ['gateway-worker', 'run worker, executing queued runs'],

@@ -1,7 +1,8 @@
 /**
  * (1) Sync overhead and (6) gateway memory: the echo function called directly on the Python runtime,
- * through nginx `proxy_pass` (when installed), and through the gateway, at the same concurrency with the
- * same load generator. The variants are interleaved over `rounds` and the best round of each is kept.
+ * through nginx `proxy_pass` (when installed), through a bare Node proxy (node:http + undici, the floor
+ * of what a Node proxy costs: bench/support/bare-proxy.ts), and through the gateway, at the same
+ * concurrency with the same load generator. The variants are interleaved over `rounds` and the best round of each is kept.
  * The gateway's CPU per call comes from /proc/<pid>/stat around its measured runs; its peak RSS (VmHWM)
  * and heap figures are read right after its last run.
  */
@@ -17,7 +18,7 @@ import {
   treeCpuSeconds,
   treeStatusBytes,
 } from './support/parts.ts';
-import { fmtBytes, fmtMs, fmtRate, fmtRatio } from './support/stats.ts';
+import { fmtBytes, fmtCpuMs, fmtMs, fmtRate, fmtRatio } from './support/stats.ts';
 
 export const ECHO_BODY = JSON.stringify({ user: 'bench', n: 42, tags: ['a', 'b', 'c'] });
 
@@ -54,11 +55,11 @@ interface Variant {
   url: string;
   headers: Record<string, string>;
   best?: LoadResult;
-  /** A gateway's pid (a primary: its processes' CPU is added up). */
+  /** The pid whose CPU is measured (a gateway primary: its processes' CPU is added up). */
   pid?: number;
   /** Of which the primary's own (several processes). */
   primaryCpuMsPerRequest?: number;
-  /** Gateway CPU ms per request in the best round. */
+  /** CPU ms per request of that process (tree) in the best round. */
   cpuMsPerRequest?: number;
 }
 
@@ -68,10 +69,11 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     report.unavailable('sync', 'all', ctx.loadMissing ?? 'no load generator');
     return;
   }
-  const [rt, gw, gw2, token] = await Promise.all([
+  const [rt, gw, gw2, bare, token] = await Promise.all([
     ctx.parts.runtime(),
     ctx.parts.gateway(),
     ctx.parts.gatewayTwoProcesses(),
+    ctx.parts.bareProxy(),
     ctx.parts.token(),
   ]);
   const json = { 'content-type': 'application/json' };
@@ -89,6 +91,12 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   const viaNginx: Variant | undefined = nginx
     ? { name: 'nginx proxy_pass → runtime', url: `${nginx.url}/echo`, headers: json }
     : undefined;
+  const viaBare: Variant = {
+    name: 'bare Node proxy (node:http + undici) → runtime',
+    url: `${bare.url}/echo`,
+    headers: json,
+    pid: bare.pid,
+  };
   const viaGateway: Variant = {
     name: 'gateway → runtime',
     url: `${gw.url}/v4/${PROJECT}/${APP}/echo`,
@@ -102,7 +110,7 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     headers: viaGateway.headers,
     pid: gw2.pid,
   };
-  const variants = [direct, ...(viaNginx ? [viaNginx] : []), viaGateway, viaGateway2];
+  const variants = [direct, ...(viaNginx ? [viaNginx] : []), viaBare, viaGateway, viaGateway2];
 
   const spec = (v: Variant, durationSeconds: number): LoadSpec => ({
     url: v.url,
@@ -156,15 +164,20 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   report.row({
     benchmark: 'sync',
     variant: 'gateway CPU per request',
-    other: `≈${fmtMs(viaGateway.cpuMsPerRequest ?? Number.NaN)} of gateway CPU (user+system, /proc/<pid>/stat) per call`,
+    other: `≈${fmtCpuMs(viaGateway.cpuMsPerRequest ?? Number.NaN)} of gateway CPU (user+system, /proc/<pid>/stat) per call`,
+  });
+  report.row({
+    benchmark: 'sync',
+    variant: 'bare Node proxy CPU per request',
+    other: `≈${fmtCpuMs(viaBare.cpuMsPerRequest ?? Number.NaN)} of the bare proxy's CPU per call (the floor of a Node proxy: node:http + undici, nothing else)`,
   });
   const g2 = viaGateway2.best as LoadResult;
   report.row({
     benchmark: 'sync',
     variant: 'gateway ×2 processes CPU per request',
     other:
-      `≈${fmtMs(viaGateway2.cpuMsPerRequest ?? Number.NaN)} of CPU per call, the primary and both processes added up ` +
-      `(the primary's share ${fmtMs(viaGateway2.primaryCpuMsPerRequest ?? Number.NaN)}; 1 process: ≈${fmtMs(viaGateway.cpuMsPerRequest ?? Number.NaN)})`,
+      `≈${fmtCpuMs(viaGateway2.cpuMsPerRequest ?? Number.NaN)} of CPU per call, the primary and both processes added up ` +
+      `(the primary's share ${fmtCpuMs(viaGateway2.primaryCpuMsPerRequest ?? Number.NaN)}; 1 process: ≈${fmtCpuMs(viaGateway.cpuMsPerRequest ?? Number.NaN)})`,
   });
   const g = viaGateway.best as LoadResult;
   report.row({
@@ -188,14 +201,29 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     });
   }
   if (!viaNginx) report.unavailable('sync', 'ratio gateway/nginx', 'no nginx row');
+  const b = viaBare.best as LoadResult;
+  const gatewayCpu = viaGateway.cpuMsPerRequest ?? Number.NaN;
+  const bareCpu = viaBare.cpuMsPerRequest ?? Number.NaN;
+  report.row({
+    benchmark: 'sync',
+    variant: 'ratio gateway/bare Node proxy',
+    throughput: fmtRatio(g.rps, b.rps),
+    p50: fmtRatio(g.p50Ms, b.p50Ms),
+    p99: fmtRatio(g.p99Ms, b.p99Ms),
+    other:
+      `CPU per call ${fmtRatio(gatewayCpu, bareCpu)} (${fmtCpuMs(gatewayCpu)} vs ${fmtCpuMs(bareCpu)}: ` +
+      `${fmtCpuMs(gatewayCpu - bareCpu)} of the gateway's own work per call); added p50 ${fmtMs(g.p50Ms - b.p50Ms)}, p99 ${fmtMs(g.p99Ms - b.p99Ms)}`,
+  });
 
   // One connection: the latency a single caller sees, without queueing behind 31 others.
   const single = async (v: Variant) =>
     load.run({ ...spec(v, Math.max(1, Math.ceil(settings.durationSeconds / 2))), connections: 1 });
   const d1 = await single(direct);
+  const b1 = await single(viaBare);
   const g1 = await single(viaGateway);
   for (const [name, r] of [
     ['direct runtime, 1 connection', d1],
+    ['bare Node proxy → runtime, 1 connection', b1],
     ['gateway → runtime, 1 connection', g1],
   ] as const) {
     report.row({
@@ -205,9 +233,9 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
       p50: fmtMs(r.p50Ms),
       p99: fmtMs(r.p99Ms),
       other:
-        r === g1
-          ? `added p50 ${fmtMs(g1.p50Ms - d1.p50Ms)}, p99 ${fmtMs(g1.p99Ms - d1.p99Ms)}${errorNote(r)}`
-          : `${r.requests} requests${errorNote(r)}`,
+        r === d1
+          ? `${r.requests} requests${errorNote(r)}`
+          : `added p50 ${fmtMs(r.p50Ms - d1.p50Ms)}, p99 ${fmtMs(r.p99Ms - d1.p99Ms)}${r === g1 ? ` (to the bare proxy: p50 ${fmtMs(g1.p50Ms - b1.p50Ms)})` : ''}${errorNote(r)}`,
     });
   }
 

@@ -46,6 +46,13 @@ export interface Runtime {
   proc: ManagedProcess;
 }
 
+/** The floor of the sync rows (bench/support/bare-proxy.ts): node:http + undici and nothing else. */
+export interface BareProxy {
+  url: string;
+  pid: number;
+  proc: ManagedProcess;
+}
+
 export interface GatewayChild {
   url: string;
   /** The gateway's ops server (/metrics with the Node.js default metrics). */
@@ -238,6 +245,8 @@ export interface Parts {
   gatewayNoLimiter(): Promise<GatewayChild>;
   /** The same gateway as `gateway()` as a primary with 2 processes (APPHOST_GATEWAY_PROCESSES=2). */
   gatewayTwoProcesses(): Promise<GatewayChild>;
+  /** A bare Node proxy (node:http + undici dispatch) to the runtime: the floor of the sync rows. */
+  bareProxy(): Promise<BareProxy>;
   /** A run token for PROJECT, valid for the whole run. */
   token(): Promise<string>;
   stop(): Promise<void>;
@@ -359,6 +368,25 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return g;
   });
 
+  const bareProxy = once(async (): Promise<BareProxy> => {
+    const [rt, port] = await Promise.all([runtime(), freePort()]);
+    // The gateway's node flags and malloc env, so the two differ only in what they run per call.
+    const { proc, line } = await startNodeChild(
+      'bare-proxy',
+      join(BENCH_DIR, 'support', 'bare-proxy.ts'),
+      {
+        BARE_PROXY_UPSTREAM: rt.url,
+        BARE_PROXY_PORT: String(port),
+        NODE_OPTIONS: chartGatewayNodeOptions(),
+        ...chartGatewayMallocEnv(),
+      },
+      'listening ',
+      logDir,
+    );
+    stops.push(() => proc.stop(STOP_GRACE_MS));
+    return { url: `http://127.0.0.1:${port}`, pid: Number(line.split(' ')[2]), proc };
+  });
+
   const token = once(async () =>
     issueRunToken((await keys()).set, PROJECT, new Date(Date.now() + 6 * 3600_000)),
   );
@@ -371,6 +399,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     workerGateway: () => startGateway('gateway-worker', true),
     gatewayNoLimiter,
     gatewayTwoProcesses,
+    bareProxy,
     token,
     async stop() {
       for (const s of stops.reverse()) await s().catch(() => {});

@@ -18,6 +18,11 @@ export function fmtMs(ms: number): string {
   return `${Math.round(ms)} ms`;
 }
 
+/** CPU milliseconds per call, to the microsecond. */
+export function fmtCpuMs(ms: number): string {
+  return Number.isFinite(ms) ? `${ms.toFixed(3)} ms` : 'n/a';
+}
+
 export function fmtRate(perSecond: number, unit: string): string {
   if (!Number.isFinite(perSecond)) return 'n/a';
   return `${Math.round(perSecond).toLocaleString('en-US')} ${unit}`;
