@@ -7,10 +7,10 @@
  * verdict (another execution, the redelivery cap) can never contradict a webhook already sent. Every write
  * is retried within the worker's write bound (`retry`) while JetStream does not take it.
  */
-import type { JsMsg } from '@nats-io/jetstream';
 import type { RunJob, RunRecord, RunResult } from '../shared/contracts/messaging.ts';
 import type { Logger } from '../shared/log.ts';
 import type { JetStreamPublisher } from '../shared/nats/ack-inbox.ts';
+import type { PulledMsg } from '../shared/nats/pull-subscription.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
 import {
   finishRun,
@@ -38,11 +38,11 @@ export interface CompleteDeps {
   /** Runs a write again while JetStream refuses it, within the worker's bound (APPHOST_RUN_WRITE_TIMEOUT_MS). */
   retry<T>(what: string, step: () => Promise<T>): Promise<T>;
   /** Acknowledges the run's message (the worker sends it with the other writes of its turn). */
-  ack(msg: JsMsg): void;
+  ack(msg: PulledMsg): void;
 }
 
 export async function completeRun(
-  msg: JsMsg,
+  msg: PulledMsg,
   job: RunJob,
   outcome: RunOutcome,
   runLog: Logger,
@@ -124,7 +124,7 @@ export async function completeRun(
  * answer when this process has it; otherwise it is read back from where the record says it is.
  */
 export async function finishDelivery(
-  msg: JsMsg,
+  msg: PulledMsg,
   job: RunJob,
   rec: RunRecord | undefined,
   runLog: Logger,

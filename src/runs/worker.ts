@@ -9,10 +9,11 @@
  * waiting out a NATS failover (retried within `writeTimeoutMs`), are never redelivered to a second
  * worker. A run is bounded by its app's response grace period (→ `timeout`), can be cancelled
  * (→ `cancelled`), and gives up after `maxExecutions` started executions (→ `failure`).
- * The pieces: pulling (src/shared/nats/pull-loop.ts), executing (execute.ts), finishing (complete.ts).
+ * The pieces: pulling (src/shared/nats/pull-loop.ts on pull-subscription.ts), executing (execute.ts),
+ * finishing (complete.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
@@ -28,6 +29,11 @@ import { type AckInbox, createAckInbox } from '../shared/nats/ack-inbox.ts';
 import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { ensureConsumer, nanos } from '../shared/nats/jetstream.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
+import {
+  createPullSubscription,
+  type PulledMsg,
+  type PullSubscription,
+} from '../shared/nats/pull-subscription.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
 import { createSendTurn } from '../shared/nats/send-turn.ts';
 import { retryJetStream } from '../shared/nats/setup.ts';
@@ -69,6 +75,8 @@ export interface RunWorker {
   held(projectId: string, appName: string): number;
 }
 
+const decoder = new TextDecoder();
+
 /** Pauses between retries of a write JetStream refused. */
 const WRITE_RETRY_BACKOFF: BackoffSettings = { baseDelayMs: 100, maxDelayMs: 2_000 };
 
@@ -95,6 +103,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
   let completeDeps: Omit<CompleteDeps, 'retry'> | undefined;
   let cancelSub: Subscription | undefined;
   let pulling: PullLoop | undefined;
+  let pulls: PullSubscription | undefined;
   const running = new Map<string, CallAbort>();
   const holding = new Map<string, number>();
   const hold = (key: string, delta: number) => {
@@ -103,10 +112,10 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
     else holding.delete(key);
   };
 
-  async function handle(msg: JsMsg): Promise<void> {
+  async function handle(msg: PulledMsg): Promise<void> {
     let job: RunJob;
     try {
-      job = msg.json<RunJob>();
+      job = JSON.parse(decoder.decode(msg.data)) as RunJob;
       if (job.v !== 1 || !job.requestId || !job.projectId || !job.appName) throw new Error('not a v1 RunJob');
     } catch (err) {
       log.error({ err, seq: msg.seq }, 'dropping an unreadable run message');
@@ -283,7 +292,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         max_deliver: -1,
         max_ack_pending: Math.max(settings.concurrency * 4, 64),
       });
-      const consumer = await jetstream(nc).consumers.get(RUNS_STREAM, settings.consumerName);
+      // Pulls answered on one subscription for the worker's life, not one per pull (nats.js fetch()).
+      pulls = createPullSubscription(nc, RUNS_STREAM, settings.consumerName);
       cancelSub = nc.subscribe(runCancelSubject('*'), {
         callback: (_err, m) => {
           const runId = m.subject.slice(runCancelSubject('').length);
@@ -295,7 +305,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         },
       });
       pulling = startPullLoop({
-        consumer,
+        consumer: pulls,
         concurrency: settings.concurrency,
         expiresMs: settings.pullExpiresMs,
         errorBackoffMs: settings.pullErrorBackoffMs,
@@ -325,6 +335,8 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         await Promise.race([all, new Promise((r) => setTimeout(r, 2_000))]);
       }
       clearTimeout(timer);
+      // Open until now, so a run that arrived for the last pull is handed back at once (nak).
+      pulls?.close();
       inbox?.close();
       await ownDispatcher?.close().catch(() => undefined);
     },
