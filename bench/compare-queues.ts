@@ -10,8 +10,8 @@
  * 60 s). webhooks: `BENCH_WEBHOOK_BACKLOG` (10,000) unsigned, then as many signed jobs are queued, then the
  * variant's dispatcher drains them. Prints units/s and the CPU per unit of the variant's process, of
  * nats-server, and of the runtime (worker) or of this process (the webhook receiver), from /proc/<pid>/stat
- * while it drains, with the load average. `COMPARE_ROUNDS` (3). Nothing is written to RESULTS.md. Run it
- * under the bench lock on a shared machine.
+ * while it drains, and the variant's write syscalls per unit (/proc/<pid>/io), with the load average.
+ * `COMPARE_ROUNDS` (3). Nothing is written to RESULTS.md. Run it under the bench lock on a shared machine.
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -146,6 +146,7 @@ try {
         const c0 = treeCpuSeconds(pid);
         const nc0 = treeCpuSeconds(nPid);
         const rc0 = treeCpuSeconds(rt.proc.child.pid as number);
+        const w0 = writeSyscalls(pid);
         const t0 = Date.now();
         let left = backlog;
         while (left > 0 && Date.now() - t0 < DRAIN_BOUND_MS) {
@@ -157,7 +158,7 @@ try {
         const per = (c: number) => ((c * 1000) / Math.max(done, 1)).toFixed(3);
         say(
           `round ${r} ${v.name}: ${done}/${backlog} runs in ${s.toFixed(1)} s = ${Math.round(done / s)} runs/s; ` +
-            `worker ${per(treeCpuSeconds(pid) - c0)} ms/run, nats ${per(treeCpuSeconds(nPid) - nc0)} ms/run, ` +
+            `worker ${per(treeCpuSeconds(pid) - c0)} ms/run (${((writeSyscalls(pid) - w0) / Math.max(done, 1)).toFixed(2)} writes), nats ${per(treeCpuSeconds(nPid) - nc0)} ms/run, ` +
             `runtime ${per(treeCpuSeconds(rt.proc.child.pid as number) - rc0)} ms/run; load ${l0} → ${loadAverageNow()}`,
         );
         await proc.stop(STOP_GRACE_MS);
