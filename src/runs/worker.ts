@@ -335,7 +335,7 @@ export function createRunWorker(deps: RunWorkerDeps): RunWorker {
         await Promise.race([all, new Promise((r) => setTimeout(r, 2_000))]);
       }
       clearTimeout(timer);
-      // Open until now, so a run that arrived for the last pull is handed back at once (nak).
+      // The last pull ended with the loop's stop, its subscription with it; this ends the status listener.
       pulls?.close();
       inbox?.close();
       await ownDispatcher?.close().catch(() => undefined);

@@ -132,7 +132,7 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       });
       const r = await Promise.race([all.then(() => 'done' as const), bound]);
       clearTimeout(timer);
-      // Open until now, so a job that arrived for the last pull is handed back at once (nak).
+      // The last pull ended with the loop's stop, its subscription with it; this ends the status listener.
       pulls?.close();
       if (r === 'bound')
         deps.log.warn({ inFlight: loop.inFlight(), boundMs }, 'stop bound passed with attempts in flight');

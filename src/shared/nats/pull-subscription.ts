@@ -10,15 +10,23 @@
  * slots, as `fetch()` does.
  *
  * One pull is open at a time, as with `fetch()`: it ends when its batch has come, when the server says
- * it expired (408) or had nothing (404), when the connection drops (the server forgets a disconnected
- * client's requests), or at the latest `PULL_ANSWER_GRACE_MS` after its own expiry. A message that
- * arrives when no open pull has room for it (one for a request given up locally) is handed back at once
- * (nak): nothing is ever held without a slot. The server's refusals (409: consumer deleted, too many
- * waiting requests...; 503: JetStream unavailable; 400) end the pull with an error, which the loop backs
- * off from.
+ * it expired (408) or had nothing (404), when the connection drops or comes back (the server forgets a
+ * disconnected client's requests; one sent while reconnecting may or may not have reached it), when the
+ * reader stops it, or at the latest `PULL_ANSWER_GRACE_MS` after its own expiry. The server's refusals
+ * (409: consumer deleted, too many waiting requests...; 503: JetStream unavailable; 400) end the pull with
+ * an error, which the loop backs off from.
+ *
+ * A pull that ends without the server's word takes the subscription with it (the next pull makes a new
+ * one): JetStream drops a waiting request nobody listens to, and what it had already sent is dropped
+ * here, so it waits out its ack wait. Such a message is never handed back (nak) on arrival: it may be a
+ * delivery that sat in this process's socket past its ack wait (a stalled or stopped process; the pull's
+ * bound fires before the socket is read) and that JetStream has already handed to another reader, and
+ * the server takes a nak by stream sequence, without asking which delivery it answers — it would hand
+ * the message out once more while the other reader still holds it (a run executed twice). Nothing is
+ * ever held without a slot: a message that finds no open pull with room is left alone.
  */
 import { JetStreamStatus } from '@nats-io/jetstream/internal';
-import { createInbox, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
 /** How long after its own expiry a pull that got no answer from the server is given up. */
 export const PULL_ANSWER_GRACE_MS = 2_000;
@@ -67,38 +75,46 @@ export function createPullSubscription(
   stream: string,
   consumer: string,
 ): PullSubscription {
-  const prefix = `${createInbox()}.`;
   const api = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`;
   let open: Batch | undefined;
   let next = 0;
   let closed = false;
+  // Made for the first pull and after each pull given up locally (see above).
+  let current: { prefix: string; sub: Subscription } | undefined;
 
-  const sub = nc.subscribe(`${prefix}*`, {
-    callback: (err, msg) => {
-      if (err) {
-        open?.end(err);
-        return;
-      }
-      if (msg.subject.startsWith(prefix)) {
-        // A status for one of our requests; one for an earlier request is stale.
-        if (open && msg.subject === prefix + open.token) onStatus(open, msg);
-        return;
-      }
-      if (open?.offer(msg)) return;
-      try {
-        msg.respond(NAK);
-      } catch {
-        // connection gone: the ack wait hands it out again
-      }
-    },
-  });
+  const listen = () => {
+    const prefix = `${createInbox()}.`;
+    const sub = nc.subscribe(`${prefix}*`, {
+      callback: (err, msg) => {
+        if (current?.sub !== sub) return;
+        if (err) {
+          open?.end(err);
+          return;
+        }
+        if (msg.subject.startsWith(prefix)) {
+          // A status for one of our requests; one for an earlier request is stale.
+          if (open && msg.subject === prefix + open.token) onStatus(open, msg);
+          return;
+        }
+        // Otherwise left alone: without a slot for it, it waits out its ack wait (see above).
+        open?.offer(msg);
+      },
+    });
+    return { prefix, sub };
+  };
+
+  const forget = () => {
+    const c = current;
+    current = undefined;
+    if (c && !nc.isClosed()) c.sub.unsubscribe();
+  };
 
   const onStatus = (batch: Batch, msg: Msg) => {
     const status = new JetStreamStatus(msg);
     const code = status.code;
     if (code === 100) return; // an idle heartbeat (not asked for)
-    if (code === 404 || code === 408) batch.end();
-    else batch.end(status.toError());
+    if (code === 404 || code === 408) batch.end(undefined, true);
+    else batch.end(status.toError(), true);
   };
 
   // A dropped connection takes the server's record of our open request with it, and a pull sent while
@@ -112,14 +128,16 @@ export function createPullSubscription(
     async fetch({ max_messages, expires }) {
       if (closed) throw new Error('the pull subscription is closed');
       open?.end();
+      current ??= listen();
       const token = (next++).toString(36);
-      const batch = new Batch(token, max_messages, expires + PULL_ANSWER_GRACE_MS, (b) => {
+      const batch = new Batch(token, max_messages, expires + PULL_ANSWER_GRACE_MS, (b, answered) => {
         if (open === b) open = undefined;
+        if (!answered) forget();
       });
       open = batch;
       try {
         nc.publish(api, JSON.stringify({ batch: max_messages, expires: expires * 1_000_000 }), {
-          reply: prefix + token,
+          reply: current.prefix + token,
         });
       } catch (err) {
         batch.end(err as Error);
@@ -132,7 +150,7 @@ export function createPullSubscription(
       closed = true;
       open?.end();
       (status as { stop?: () => void }).stop?.();
-      if (!nc.isClosed()) sub.unsubscribe();
+      forget();
     },
   };
 }
@@ -140,7 +158,7 @@ export function createPullSubscription(
 class Batch implements PullBatch<PulledMsg> {
   readonly token: string;
   readonly #want: number;
-  readonly #onEnd: (b: Batch) => void;
+  readonly #onEnd: (b: Batch, answered: boolean) => void;
   readonly #timer: NodeJS.Timeout;
   #got = 0;
   #queue: PulledMsg[] = [];
@@ -149,7 +167,7 @@ class Batch implements PullBatch<PulledMsg> {
   #ended = false;
   #error: Error | undefined;
 
-  constructor(token: string, want: number, boundMs: number, onEnd: (b: Batch) => void) {
+  constructor(token: string, want: number, boundMs: number, onEnd: (b: Batch, answered: boolean) => void) {
     this.token = token;
     this.#want = want;
     this.#onEnd = onEnd;
@@ -167,17 +185,20 @@ class Batch implements PullBatch<PulledMsg> {
       this.#failWaiter = undefined;
       w({ value: m, done: false });
     } else this.#queue.push(m);
-    if (this.#got >= this.#want) this.end();
+    if (this.#got >= this.#want) this.end(undefined, true);
     return true;
   }
 
-  /** No more messages (those already taken are still handed out); with `err`, the iteration then fails. */
-  end(err?: Error): void {
+  /**
+   * No more messages (those already taken are still handed out); with `err`, the iteration then fails.
+   * `answered`: the server ended the request too (its batch came, it expired, it was refused).
+   */
+  end(err?: Error, answered = false): void {
     if (this.#ended) return;
     this.#ended = true;
     this.#error = err;
     clearTimeout(this.#timer);
-    this.#onEnd(this);
+    this.#onEnd(this, answered);
     if (this.#waiter) {
       const w = this.#waiter;
       const f = this.#failWaiter;

@@ -3,8 +3,13 @@
  * pull hands out at most its batch and ends at the server's expiry; the pull loop on it never holds
  * more messages than free slots; acknowledgements work as nats.js's; a NATS restart ends the open pull
  * at once (the server forgot it), so pulling resumes without waiting for the pull's own bound; the
- * server's refusal ends a pull with an error.
+ * server's refusal ends a pull with an error; a pull given up locally takes its subscription with it,
+ * and what reaches a reader for it is never handed back (a frozen reader's stale delivery is another
+ * reader's by then).
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +22,7 @@ import {
   parseAckSubject,
 } from '../../../src/shared/nats/pull-subscription.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
-import { waitFor } from '../../harness/process.ts';
+import { startProcess, waitFor } from '../../harness/process.ts';
 
 const STREAM = 'PULL_SUB_TEST';
 const WAIT_MS = 15_000;
@@ -200,6 +205,84 @@ describe('pull subscription', () => {
       pulls.close();
     }
     expect(seen).toEqual(['0', '0']);
+  });
+
+  it('a pull the reader stops takes its subscription: what it would have got stays a first delivery for the next pull', async () => {
+    await consumer('stopped');
+    const pulls = createPullSubscription(nc, STREAM, 'stopped');
+    try {
+      const pull = await pulls.fetch({ max_messages: 1, expires: 10_000 });
+      await nc.flush();
+      await waitFor(
+        'the pull waiting on the server',
+        async () => (await info('stopped')).num_waiting === 1,
+        WAIT_MS,
+      );
+      pull.stop();
+      // Stored while the stopped request may still wait on the server: nobody listens to it any more.
+      await publish('stopped', 1);
+      const next: PulledMsg[] = [];
+      for await (const m of await pulls.fetch({ max_messages: 1, expires: 5_000 })) next.push(m);
+      expect(next.map((m) => [text(m), m.info.deliveryCount])).toEqual([['0', 1]]);
+      next[0]?.ack();
+    } finally {
+      pulls.close();
+    }
+  });
+
+  it('a reader frozen past the ack wait does not hand back what reached it meanwhile: the reader holding it now keeps it', async () => {
+    await consumer('frozen', 3_000);
+    const dir = mkdtempSync(join(tmpdir(), 'apphost-frozen-reader-'));
+    const logFile = join(dir, 'reader.log');
+    const said = () => readFileSync(logFile, 'utf8');
+    // Its pull waits 2 s on the server and is given up 2 s later (PULL_ANSWER_GRACE_MS).
+    const reader = startProcess(
+      'frozen-reader',
+      process.execPath,
+      [join(import.meta.dirname, 'frozen-reader.ts'), nats.url, STREAM, 'frozen', '2000'],
+      { logFile },
+    );
+    let pid = 0;
+    const pulls = createPullSubscription(nc, STREAM, 'frozen');
+    let beat: NodeJS.Timeout | undefined;
+    try {
+      await waitFor('the reader pulling', async () => /pulling \d+/.test(said()), WAIT_MS);
+      pid = Number(/pulling (\d+)/.exec(said())?.[1]);
+      process.kill(pid, 'SIGSTOP');
+      // Delivered into the frozen reader's socket; its ack wait passes there.
+      await publish('frozen', 1);
+      await waitFor(
+        'delivered to the frozen reader',
+        async () => (await info('frozen')).num_ack_pending === 1,
+        WAIT_MS,
+      );
+      const mine: PulledMsg[] = [];
+      for await (const m of await pulls.fetch({ max_messages: 1, expires: 10_000 })) mine.push(m);
+      expect(mine.map((m) => [text(m), m.info.deliveryCount])).toEqual([['0', 2]]);
+      const held = mine[0] as PulledMsg;
+      beat = setInterval(() => held.working(), 300);
+      // Frozen past its pull's local bound: on waking its timer ends the pull before its socket is read.
+      await new Promise((r) => setTimeout(r, 4_500));
+      process.kill(pid, 'SIGCONT');
+      await waitFor('the reader done', async () => said().includes('done'), WAIT_MS);
+      expect(said()).not.toContain('got ');
+      // A nak from the reader would have made JetStream hand the message out again (3rd delivery).
+      const again: PulledMsg[] = [];
+      for await (const m of await pulls.fetch({ max_messages: 1, expires: 1_000 })) again.push(m);
+      expect(again.map((m) => m.info.deliveryCount)).toEqual([]);
+      expect((await info('frozen')).delivered.consumer_seq).toBe(2);
+      held.ack();
+    } finally {
+      clearInterval(beat);
+      try {
+        if (pid) process.kill(pid, 'SIGCONT');
+      } catch {
+        // exited already
+      }
+      await reader.stop(5_000);
+      pulls.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("the server's refusal ends the pull with an error", async () => {
