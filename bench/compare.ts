@@ -6,14 +6,14 @@
  * `before=5976733 after=HEAD after-semi8=HEAD:--max-semi-space-size=8`; each commit's `src/` and `bench/`
  * are exported (`git archive`) into a temp directory that uses this checkout's node_modules.
  * Prints per round each variant's req/s, p50/p99 and gateway CPU per call (/proc/<pid>/stat), then SSE
- * time to first event (sequential, alternating with the direct runtime), and per variant the median CPU
+ * time to first event (sequential, alternating with the direct runtime, the order rotating each time round), and per variant the median CPU
  * per call, peak RSS (VmHWM) and its V8 heap spaces after the load. Nothing is written to RESULTS.md.
  * With COMPARE_ASYNC_ROUNDS > 0, then as many interleaved rounds of the async load (`?async=true`, 202
  * accepts; the run worker is off, so RUNS only grows) with each variant's accepts/s, p50/p99 and CPU per
  * accept. With COMPARE_FLOOR=1, the bare Node proxy (bench/support/bare-proxy.ts, the sync rows' floor)
  * runs in the same sync rounds as one more variant, with its CPU per call. Settings: COMPARE_ROUNDS (4),
  * COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0
- * skips SSE), COMPARE_FLOOR (0), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
+ * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -46,8 +46,8 @@ const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
 const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const FLOOR = num('COMPARE_FLOOR', 0) > 0;
-/** Unmeasured SSE calls per variant first. */
-const SSE_WARMUP = 10;
+/** Unmeasured SSE calls per variant first (with COMPARE_ROUNDS=0, also the gateways' only JIT warm-up). */
+const SSE_WARMUP = num('COMPARE_SSE_WARMUP', 10);
 
 const specs = process.argv.slice(2).map((arg) => {
   const m = /^([\w.-]+)=([^:]+)(?::(.*))?$/.exec(arg);
@@ -201,7 +201,12 @@ try {
   const samples = sse.map(() => [] as number[]);
   try {
     for (let i = 0; SSE_CALLS > 0 && i < SSE_WARMUP + SSE_CALLS; i++) {
-      for (const [k, v] of sse.entries()) {
+      // The order rotates each time round: a call measured right after another variant's can be faster
+      // or slower by up to ~0.1 ms (the runtime and the client's connection are warm), so every variant
+      // takes every place equally often.
+      for (let j = 0; j < sse.length; j++) {
+        const k = (i + j) % sse.length;
+        const v = sse[k] as (typeof sse)[number];
         const ms = await firstEvent(v.url, v.h);
         if (i >= SSE_WARMUP) samples[k]?.push(ms);
       }
