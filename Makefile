@@ -94,6 +94,7 @@ images-test: deps-cluster
 
 build: deps-node
 	tsc -p tsconfig.build.json
+	node hack/bundle.ts dist
 
 lint: deps-node deps-python
 	biome check .

@@ -66,13 +66,13 @@ const load = () =>
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 
-/** One tree per commit: its src/ and bench/ (and test/harness, which bench imports), this node_modules. */
+/** One tree per commit: its src/, bench/, hack/ (its bundler) and test/harness (which bench imports), this node_modules. */
 const trees = new Map<string, string>();
 for (const { commit } of specs) {
   if (trees.has(commit)) continue;
   const dir = exportCommitTree(
     commit,
-    ['src', 'bench', 'test/harness', 'charts', 'tsconfig.json', 'tsconfig.build.json'],
+    ['src', 'bench', 'test/harness', 'charts', 'hack', 'tsconfig.json', 'tsconfig.build.json'],
     'apphost-compare-',
   );
   trees.set(commit, dir);

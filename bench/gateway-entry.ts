@@ -27,7 +27,7 @@ const resolver: AppResolver = {
 // baseline of the limiter's cost). Imported in the serving process only: a primary loads no undici.
 async function directCaller(): Promise<AppCaller> {
   const [{ Agent }, { dispatchUpstream }] = await Promise.all([
-    import('undici'),
+    import('../src/shared/http/undici-agent.ts'),
     import('../src/shared/http/upstream-dispatch.ts'),
   ]);
   const direct = new Agent({ keepAliveTimeout: 30_000 });

@@ -1,7 +1,7 @@
 /**
  * `node bench/gateway-idle.ts <name>=<commit>[:<node flags>] ...`: the idle memory of a real `apphost gateway`
- * (compiled `dist/cli/main.js gateway`, the chart's NODE_OPTIONS and malloc env) of each commit, watching
- * Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
+ * (compiled `dist/cli/main.js gateway`, its gateway bundled as `make build` does when the commit has
+ * hack/bundle.ts; the chart's NODE_OPTIONS and malloc env) of each commit, watching Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
  * plane (etcd + kube-apiserver, test/harness), with NATS. Rounds are interleaved (order reversed every
  * other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz answered 200, and the V8
  * heap used then (the gateway's /metrics). IDLE_ACCESS=in-cluster (default) gives each gateway what a pod
@@ -12,7 +12,7 @@
  * `--no-enable-source-maps`). Nothing is written to RESULTS.md.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -63,9 +63,17 @@ const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
 const mains = new Map<string, string>();
 for (const { commit } of specs) {
   if (mains.has(commit)) continue;
-  const dir = exportCommitTree(commit, ['src', 'tsconfig.json', 'tsconfig.build.json'], 'apphost-idle-');
+  const dir = exportCommitTree(
+    commit,
+    ['src', 'hack', 'tsconfig.json', 'tsconfig.build.json'],
+    'apphost-idle-',
+  );
   const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   await exec(process.execPath, [tsc, '-p', join(dir, 'tsconfig.build.json')], { timeout: TSC_TIMEOUT_MS });
+  // As `make build` and the image: the gateway bundled, from commits that bundle it (hack/bundle.ts).
+  const bundler = join(dir, 'hack', 'bundle.ts');
+  if (existsSync(bundler))
+    await exec(process.execPath, [bundler, join(dir, 'dist')], { timeout: TSC_TIMEOUT_MS });
   mains.set(commit, join(dir, 'dist', 'cli', 'main.js'));
 }
 

@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import type { ResolvedApp } from '../../src/shared/contracts/seams.ts';
 import { generateSigningKey, issueRunToken, type KeySet } from '../../src/shared/run-tokens.ts';
@@ -111,8 +111,10 @@ export const TSC_TIMEOUT_MS = 180_000;
 
 /**
  * Compiles `bench/gateway-entry.ts` and the modules it imports as the image's `dist/` is compiled (tsc with
- * tsconfig.build.json: the same JavaScript), into `<root>/bench/.out/gateway/`, and returns the entry's
- * path. The image runs compiled JavaScript; Node's type stripping of the sources costs ~25 MiB of RSS
+ * tsconfig.build.json: the same JavaScript), into `<root>/bench/.out/gateway/`, bundles the entry as the
+ * image's gateway is bundled (`<root>/hack/bundle.ts`, when the tree has it: bench/compare.ts compares
+ * commits from before it too), and returns the entry's path. The image runs compiled, bundled JavaScript;
+ * Node's type stripping of the sources costs ~25 MiB of RSS and loading ~445 modules one by one ~14 MiB
  * (docs/benchmarks.md#memory-of-the-gateway), so the benchmark gateway runs what a pod runs.
  */
 export async function compileGatewayEntry(root = REPO_ROOT): Promise<string> {
@@ -135,7 +137,15 @@ export async function compileGatewayEntry(root = REPO_ROOT): Promise<string> {
       else resolve();
     });
   });
-  return join(out, 'bench', 'gateway-entry.js');
+  const entry = join(out, 'bench', 'gateway-entry.js');
+  const bundler = join(root, 'hack', 'bundle.ts');
+  if (existsSync(bundler)) {
+    const { bundleGatewayEntry } = (await import(pathToFileURL(bundler).href)) as {
+      bundleGatewayEntry: (entry: string) => Promise<void>;
+    };
+    await bundleGatewayEntry(entry);
+  }
+  return entry;
 }
 
 /** Reads a `Vm*` field of /proc/<pid>/status in bytes (NaN when unreadable, e.g. not Linux). */

@@ -19,6 +19,7 @@ import { homedir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { bundleGatewayEntry } from '../bundle.ts';
 import { IMAGES, ref, VERSION } from './names.ts';
 import { type BuiltImage, type ImageSpec, writeImageArchive } from './oci.ts';
 
@@ -176,6 +177,7 @@ async function buildApphost(): Promise<BuiltImage> {
       'src',
       'crds',
       'hack/images',
+      'hack/bundle.ts',
     ],
     [NODE_VERSION, base.join(',')],
   );
@@ -210,6 +212,8 @@ async function buildApphost(): Promise<BuiltImage> {
         '--outDir',
         join(appDir, 'dist'),
       ]);
+      log('node hack/bundle.ts (the gateway bundled)');
+      await bundleGatewayEntry(join(appDir, 'dist', 'gateway', 'main.js'));
       await cp(join(ROOT, 'crds'), join(appDir, 'crds'), { recursive: true });
       const spec: ImageSpec = {
         ref: ref(IMAGES.apphost),

@@ -1,0 +1,76 @@
+/**
+ * Bundles a gateway entry of compiled JavaScript (tsc's output) in place with esbuild: the entry file
+ * becomes one ES module holding the modules it imports, ours and node_modules' alike; a lazy `import()`
+ * stays lazy (the module's code runs on first use). Why: Node spends memory per module it loads — the
+ * gateway loaded ~445 — and an idle gateway loaded from one file is ~12 MiB smaller (zod alone: +14.7 MiB
+ * as its ~95 modules, +6.5 bundled). docs/benchmarks.md, "The gateway bundled (issue 16, seventh round)".
+ *
+ * The source map is written next to the bundle (`main.js.map`, chained to tsc's maps: it names src/*.ts)
+ * but not linked from it: Node would load it at start under the chart's --enable-source-maps, ~10 MiB of
+ * an idle gateway. Stack traces name the bundle's lines; its `// dist/<module>.js` comments say which module
+ * a line is from, and the map translates offline.
+ *
+ * `node hack/bundle.ts [dist]` (`make build`, the image build) bundles `<dist>/gateway/main.js`, what
+ * `apphost gateway` loads; bench/support/parts.ts bundles the benchmark's gateway entry the same way.
+ * Run it on tsc's fresh output only: a bundle is not bundled again.
+ */
+import { readFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+
+/** First line of every bundle: how a second run tells a bundle from tsc's output. */
+export const BUNDLE_MARK = '// bundled by hack/bundle.ts';
+/** Gives the bundle a `require`: esbuild's wrappers of the CommonJS packages (pino, prom-client...) call it. */
+const REQUIRE_SHIM =
+  "import { createRequire as __bundleCreateRequire } from 'node:module'; const require = __bundleCreateRequire(import.meta.url);";
+/**
+ * Left to node_modules: the fallback Kubernetes client for kubeconfigs the gateway's own reader does not
+ * handle (exec, auth-provider...), loaded only then; ~870 generated modules not worth bundling.
+ */
+export const EXTERNAL = ['@kubernetes/client-node'];
+
+/**
+ * A bundle imports its external packages at its top, whichever module imported them: a module reached
+ * through `import()` that imports one stays tsc's module next to the bundle, imported lazily from there
+ * (src/gateway/kube-client.ts's client-node fallback), or the gateway would load client-node at start.
+ */
+function lazyExternals(outdir: string): Plugin {
+  const importsExternal = (text: string) =>
+    EXTERNAL.some((pkg) => text.includes(`from '${pkg}'`) || text.includes(`from "${pkg}"`));
+  return {
+    name: 'lazy-externals',
+    setup(b) {
+      b.onResolve({ filter: /^\./ }, async (args) => {
+        if (args.kind !== 'dynamic-import') return undefined;
+        const path = resolve(args.resolveDir, args.path);
+        if (!importsExternal(await readFile(path, 'utf8'))) return undefined;
+        const fromOut = relative(outdir, path).split(sep).join('/');
+        return { path: fromOut.startsWith('.') ? fromOut : `./${fromOut}`, external: true };
+      });
+    },
+  };
+}
+
+export async function bundleGatewayEntry(entry: string): Promise<void> {
+  const file = resolve(entry);
+  if ((await readFile(file, 'utf8')).startsWith(BUNDLE_MARK))
+    throw new Error(`${entry} is a bundle already; compile it with tsc first`);
+  const result = await build({
+    entryPoints: [file],
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node22.18',
+    outfile: file,
+    allowOverwrite: true,
+    external: EXTERNAL,
+    plugins: [lazyExternals(dirname(file))],
+    sourcemap: 'external',
+    sourcesContent: false,
+    banner: { js: `${BUNDLE_MARK}\n${REQUIRE_SHIM}` },
+    logLevel: 'warning',
+  });
+  if (result.errors.length > 0) throw new Error(`esbuild: ${result.errors.map((e) => e.text).join('; ')}`);
+}
+
+if (import.meta.main) await bundleGatewayEntry(join(process.argv[2] ?? 'dist', 'gateway', 'main.js'));
