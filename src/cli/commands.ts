@@ -3,8 +3,7 @@
  * so a piece whose dependencies are missing (or not written yet) never breaks another command.
  */
 import { readFileSync } from 'node:fs';
-import { CliError, EXIT_USAGE, type LineIo, UsageError } from '../shared/cli/command.ts';
-import { ConfigFileError } from '../shared/cli/config-file.ts';
+import { CliError, ConfigFileError, EXIT_USAGE, type LineIo, UsageError } from '../shared/cli/command.ts';
 
 export interface CommandIo extends LineIo {
   /** Fires on Ctrl-C for client commands (main.ts); a command stops what it streams and returns. */

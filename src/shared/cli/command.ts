@@ -45,6 +45,14 @@ export class UsageError extends Error {
   command?: string;
 }
 
+/**
+ * The CLI's config file (config-file.ts) is not JSON or not an apphost config. Here, not in config-file.ts,
+ * so src/cli/commands.ts can tell it apart without loading zod into every command (`apphost gateway`).
+ */
+export class ConfigFileError extends Error {
+  override readonly name = 'ConfigFileError';
+}
+
 /** A failure the user can act on: `hint` says what to do next. Exit code 1. */
 export class CliError extends Error {
   override readonly name = 'CliError';

@@ -7,6 +7,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSy
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { ConfigFileError } from './command.ts';
 
 export const Profile = z.object({
   base_url: z.string().optional(),
@@ -30,9 +31,7 @@ export function configPath(env: NodeJS.ProcessEnv): string {
   return join(base, 'apphost', 'config.json');
 }
 
-export class ConfigFileError extends Error {
-  override readonly name = 'ConfigFileError';
-}
+export { ConfigFileError };
 
 export function readConfig(file: string): ConfigFile {
   if (!existsSync(file)) return { profiles: {} };

@@ -187,4 +187,18 @@ describe.each([
       for (const spec of lazy.filter((s) => s.startsWith('.')))
         expect(existsSync(resolve(dirname(bundle), spec))).toBe(true);
     });
+
+  if (build === 'built and bundled')
+    it("loads no package of node_modules in the CLI's own modules (the bundle has its own copy)", async () => {
+      const script = `
+        import { registerHooks } from 'node:module';
+        const seen = [];
+        registerHooks({ resolve(s, c, next) { const r = next(s, c); if (r.url.includes('/node_modules/')) seen.push(r.url); return r; } });
+        await import(${JSON.stringify(join(dirname(cli), 'commands.js'))});
+        process.stdout.write(JSON.stringify(seen));`;
+      const { stdout } = await exec(process.execPath, ['--input-type=module', '-e', script], {
+        timeout: START_TIMEOUT_MS,
+      });
+      expect(JSON.parse(stdout)).toEqual([]);
+    });
 });
