@@ -216,8 +216,9 @@ export function createRunStore(
       const key = runKey(record.projectId, record.appName, record.runId);
       try {
         if (createWith) {
+          // A Buffer (from Node's pool): a string would be encoded by nats.js's TextEncoder into a new ArrayBuffer.
           await createWith
-            .publish(`$KV.${RUNS_BUCKET}.${key}`, encode(record), {
+            .publish(`$KV.${RUNS_BUCKET}.${key}`, Buffer.from(encode(record)), {
               expect: { lastSubjectSequence: 0 },
               timeout: RUN_RECORD_CREATE_TIMEOUT_MS,
             })

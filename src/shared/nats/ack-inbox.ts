@@ -11,9 +11,9 @@
 import { JetStreamApiError, JetStreamError, type PubAck } from '@nats-io/jetstream';
 import {
   createInbox,
-  headers,
   type Msg,
   type MsgHdrs,
+  MsgHdrsImpl,
   type NatsConnection,
   NoRespondersError,
   TimeoutError,
@@ -56,6 +56,34 @@ interface Waiter {
 }
 
 const decoder = new TextDecoder();
+
+/**
+ * nats.js's headers, encoded from Node's buffer pool. A publish reads only `encode()`, and MsgHdrsImpl's
+ * own encodes with a TextEncoder: a new ArrayBuffer per publish; its `set()` canonicalises the key and
+ * searches the keys each time. Built here, the two headers of a 202 cost ~0.5 µs instead of ~4.5 µs.
+ */
+class PublishHeaders extends MsgHdrsImpl {
+  #bytes: Uint8Array | undefined;
+  constructor(msgID: string | undefined, lastSubjectSequence: number | undefined) {
+    super();
+    // The same names, values and checks as nats.js's `set()` (a value with CR or LF is refused).
+    if (msgID !== undefined) this.headers.set('Nats-Msg-Id', [MsgHdrsImpl.validHeaderValue(msgID)]);
+    if (lastSubjectSequence !== undefined)
+      this.headers.set('Nats-Expected-Last-Subject-Sequence', [String(lastSubjectSequence)]);
+  }
+  override encode(): Uint8Array {
+    this.#bytes ??= Buffer.from(this.toString());
+    return this.#bytes;
+  }
+}
+
+/** A KV create's headers: the same for every create, encoded once. */
+const CREATE_HEADERS = new PublishHeaders(undefined, 0);
+
+function publishHeaders(opts: AckedPublishOptions): MsgHdrs {
+  const seq = opts.expect?.lastSubjectSequence;
+  return opts.msgID === undefined && seq === 0 ? CREATE_HEADERS : new PublishHeaders(opts.msgID, seq);
+}
 
 export function createAckInbox(nc: NatsConnection): AckInbox {
   const prefix = `${createInbox()}.`;
@@ -108,13 +136,8 @@ export function createAckInbox(nc: NatsConnection): AckInbox {
   };
 
   return {
-    publish(subject, payload, opts) {
-      const h = headers();
-      if (opts.msgID !== undefined) h.set('Nats-Msg-Id', opts.msgID);
-      const seq = opts.expect?.lastSubjectSequence;
-      if (seq !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(seq));
-      return send<PubAck>(subject, payload, opts.timeout, false, h);
-    },
+    publish: (subject, payload, opts) =>
+      send<PubAck>(subject, payload, opts.timeout, false, publishHeaders(opts)),
     request: (subject, payload, opts) => send<Msg>(subject, payload, opts.timeout, true, undefined),
     pending: () => waiting.size,
     close() {
