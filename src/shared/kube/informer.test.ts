@@ -13,6 +13,13 @@ const obj = (name: string, rv: string): KubeObject => ({
 });
 
 /** A client whose list answers and watch behaviours are scripted, one per call. */
+/** A long resync and watch, so only the backoff between failed watches decides what these tests see. */
+const watchSettings = (baseDelayMs: number, maxDelayMs: number) => ({
+  resyncPeriodMs: 60_000,
+  watchTimeoutSeconds: 30,
+  backoff: { baseDelayMs, maxDelayMs },
+});
+
 function scripted(
   lists: KubeObject[][],
   watches: Array<(emit: (ev: WatchEvent) => void, signal: AbortSignal) => Promise<void>>,
@@ -61,11 +68,7 @@ describe('informer', () => {
     const inf = createInformer({
       client,
       type,
-      settings: {
-        resyncPeriodMs: 60_000,
-        watchTimeoutSeconds: 30,
-        backoff: { baseDelayMs: 10, maxDelayMs: 20 },
-      },
+      settings: watchSettings(10, 20),
       log: silentLogger(),
       handlers: {
         onAdd: (o) => seen.push(`add ${o.metadata.name}`),
@@ -95,11 +98,7 @@ describe('informer', () => {
     const inf = createInformer({
       client,
       type,
-      settings: {
-        resyncPeriodMs: 60_000,
-        watchTimeoutSeconds: 30,
-        backoff: { baseDelayMs: 200, maxDelayMs: 200 },
-      },
+      settings: watchSettings(200, 200),
       log: silentLogger(),
       handlers: {},
     });
@@ -127,11 +126,7 @@ describe('informer', () => {
     const inf = createInformer({
       client,
       type,
-      settings: {
-        resyncPeriodMs: 60_000,
-        watchTimeoutSeconds: 30,
-        backoff: { baseDelayMs: 1, maxDelayMs: 1 },
-      },
+      settings: watchSettings(1, 1),
       log: silentLogger(),
       handlers: {},
     });
@@ -181,11 +176,7 @@ describe('informer', () => {
     const inf = createInformer<KubeObject>({
       client,
       type,
-      settings: {
-        resyncPeriodMs: 60_000,
-        watchTimeoutSeconds: 30,
-        backoff: { baseDelayMs: 10, maxDelayMs: 20 },
-      },
+      settings: watchSettings(10, 20),
       log: silentLogger(),
       handlers: { onUpdate: (o) => seen.push(o.metadata) },
       transform: (o) => ({ metadata: { name: o.metadata.name, namespace: 'n', labels: o.metadata.labels } }),
