@@ -208,18 +208,9 @@ it('a body the result does not hold whole is stored for the webhook, so a redeli
   const finishedAt = new Date().toISOString();
   await store.putResult(P, APP, job.requestId, whole.subarray(0, 100));
   await store.putWebhookBody(P, APP, job.requestId, whole);
-  await store.update(P, APP, job.requestId, () => ({
-    runId: job.requestId,
-    projectId: P,
-    appName: APP,
-    path: job.path,
-    state: 'success',
-    createdAt: job.acceptedAt,
-    finishedAt,
-    executions: 1,
-    responseStatus: 200,
-    result: { kept: 'truncated', contentType: 'application/json', sizeBytes: whole.length, keptBytes: 100 },
-  }));
+  await store.update(P, APP, job.requestId, () =>
+    finalSuccessRecord(job, whole, finishedAt, 1, { kept: 'truncated', keptBytes: 100 }),
+  );
   await enqueue(job);
   const [hook] = await webhookJobs(job.requestId, WAIT_MS);
   expect(Buffer.from(hook?.response.bodyBase64 ?? '', 'base64')).toEqual(whole);
