@@ -13,7 +13,9 @@
  * accept. With COMPARE_FLOOR=1, the bare Node proxy (bench/support/bare-proxy.ts, the sync rows' floor)
  * runs in the same sync rounds as one more variant, with its CPU per call. Settings: COMPARE_ROUNDS (4),
  * COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0
- * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
+ * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), COMPARE_DELAY_MS (0: each connection's pause
+ * after an answer in the sync rounds, for CPU per call at about the same rate), COMPARE_CHART_OPTIONS (0:
+ * 1 runs every gateway with the chart's node options and malloc settings), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -26,6 +28,8 @@ import { type LoadResult, pickLoadGenerator } from './support/load.ts';
 import {
   APP,
   benchApp,
+  chartGatewayMallocEnv,
+  chartGatewayNodeOptions,
   compileGatewayEntry,
   createParts,
   PLATFORM_KEY,
@@ -46,6 +50,15 @@ const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
 const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const FLOOR = num('COMPARE_FLOOR', 0) > 0;
+/**
+ * With 1, every gateway runs with the chart's NODE_OPTIONS and malloc settings (as `make bench` and a
+ * pod run it: `--max-semi-space-size=8`, the pod's heap size), before the variant's own flags. Without
+ * them V8 sizes each process's young generation from its own history (16–128 MiB seen in one run), and
+ * gateways of the same commit then differed by up to 15% in CPU per call for a whole run.
+ */
+const CHART_OPTIONS = num('COMPARE_CHART_OPTIONS', 0) > 0;
+/** Sync rounds paced: each connection pauses this long after an answer (0: full speed). See LoadSpec.delayMs. */
+const DELAY_MS = num('COMPARE_DELAY_MS', 0);
 /** Unmeasured SSE calls per variant first (with COMPARE_ROUNDS=0, also the gateways' only JIT warm-up). */
 const SSE_WARMUP = num('COMPARE_SSE_WARMUP', 10);
 
@@ -106,8 +119,9 @@ try {
         APPHOST_RUN_TOKEN_KEYS_FILE: keyFile,
         APPHOST_RUN_WORKER: 'false',
         APPHOST_BENCH_APPS: JSON.stringify([app]),
-        // The flags are the variant's own, not the chart's.
-        NODE_OPTIONS: '',
+        // The flags are the variant's own, after the chart's with COMPARE_CHART_OPTIONS=1.
+        NODE_OPTIONS: CHART_OPTIONS ? chartGatewayNodeOptions() : '',
+        ...(CHART_OPTIONS ? chartGatewayMallocEnv() : {}),
       },
       'listening ',
       parts.logDir,
@@ -157,6 +171,7 @@ try {
         body: ECHO_BODY,
         connections: CONNECTIONS,
         durationSeconds: SECONDS,
+        ...(DELAY_MS > 0 && !async ? { delayMs: DELAY_MS } : {}),
       };
       if (WARMUP > 0) await loadGen.run({ ...spec, durationSeconds: WARMUP });
       const cpu0 = procCpuSeconds(g.pid);

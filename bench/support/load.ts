@@ -14,6 +14,13 @@ export interface LoadSpec {
   body?: string;
   connections: number;
   durationSeconds: number;
+  /**
+   * Each connection waits this long after an answer before its next request (wrk's `delay()`): the
+   * request rate then hardly depends on the server's speed, so CPU per call compares the work of two
+   * servers at the same rate (closed-loop load at full speed lets a faster server batch more calls per
+   * event-loop turn, which moves its CPU per call more than small changes of its work do).
+   */
+  delayMs?: number;
 }
 
 export interface LoadResult {
@@ -52,6 +59,7 @@ export function wrkScript(spec: LoadSpec): string {
   if (spec.body !== undefined) lines.push(`wrk.body = ${luaString(spec.body)}`);
   for (const [k, v] of Object.entries(spec.headers))
     lines.push(`wrk.headers[ ${luaString(k)} ] = ${luaString(v)}`);
+  if (spec.delayMs) lines.push(`delay = function() return ${spec.delayMs} end`);
   lines.push(
     'done = function(summary, latency, requests)',
     '  local e = summary.errors',
@@ -131,6 +139,8 @@ export function autocannonGenerator(binPath: string): LoadGenerator {
         spec.method,
         '--json',
       ];
+      // autocannon has no per-connection pause: the same rate over all connections instead.
+      if (spec.delayMs) args.push('-R', String(Math.round((spec.connections * 1000) / spec.delayMs)));
       for (const [k, v] of Object.entries(spec.headers)) args.push('-H', `${k}=${v}`);
       if (spec.body !== undefined) args.push('-b', spec.body);
       args.push(spec.url);
