@@ -19,9 +19,10 @@ if (process.sourceMapsEnabled) setSourceMapsSupport(true, { nodeModules: false }
 const env = parseGatewayEnv(process.env);
 const log = createLogger({ name: 'bench-gateway', level: env.APPHOST_LOG_LEVEL });
 const apps = JSON.parse(process.env.APPHOST_BENCH_APPS ?? '[]') as ResolvedApp[];
+// Answers at once, as the cluster's resolver does from its informer caches.
 const resolver: AppResolver = {
-  resolve: async (projectId, appName) => apps.find((a) => a.projectId === projectId && a.appName === appName),
-  resolveHost: async () => undefined,
+  resolve: (projectId, appName) => apps.find((a) => a.projectId === projectId && a.appName === appName),
+  resolveHost: () => undefined,
 };
 // APPHOST_BENCH_LIMITER=off: calls go straight to the app's upstream, the balancer bypassed (the
 // baseline of the limiter's cost). Imported in the serving process only: a primary loads no undici.

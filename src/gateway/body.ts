@@ -2,7 +2,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { ApiError, ErrorCode } from '../shared/errors.ts';
-import { readBody as readBoundedBody } from '../shared/http/body.ts';
+import { takeBody as takeBoundedBody } from '../shared/http/body.ts';
 
 /**
  * 413 bodies of the run endpoint carried `limitBytes` before every error detail became snake_case:
@@ -18,12 +18,19 @@ export function withLegacyLimitBytes(err: unknown): unknown {
   return err;
 }
 
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** The run endpoint's body (shared/http/body.ts takeBody): at once when it is buffered already. */
+export function takeBody(req: IncomingMessage, limit: number): Buffer | Promise<Buffer> {
+  let body: Buffer | Promise<Buffer>;
   try {
-    return await readBoundedBody(req, limit);
+    body = takeBoundedBody(req, limit);
   } catch (err) {
     throw withLegacyLimitBytes(err);
   }
+  return body instanceof Promise
+    ? body.catch((err: unknown) => {
+        throw withLegacyLimitBytes(err);
+      })
+    : body;
 }
 
 /**

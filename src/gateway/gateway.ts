@@ -21,7 +21,6 @@ import { Agent } from '../shared/http/undici-agent.ts';
 import type { Logger } from '../shared/log.ts';
 import { createAckInbox } from '../shared/nats/ack-inbox.ts';
 import { RUNS_MAX_MSG_BYTES } from '../shared/nats/jetstream.ts';
-import type { RunTokenVerifier } from '../shared/run-tokens.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { publishWebhookJob } from '../webhooks/publish.ts';
 import { type Balancer, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
@@ -33,7 +32,7 @@ import { type PrepareDeps, prepareRun } from './handlers/prepare.ts';
 import { type RunAsyncDeps, runAsync } from './handlers/run-async.ts';
 import { type RunSyncDeps, runSync } from './handlers/run-sync.ts';
 import { createGatewayMetrics } from './metrics.ts';
-import { authorize } from './middleware/auth.ts';
+import { authorize, type VerifyRunToken } from './middleware/auth.ts';
 import { customDomain } from './middleware/custom-domain.ts';
 import { route } from './middleware/route.ts';
 import type { GatewaySettings } from './settings.ts';
@@ -44,7 +43,8 @@ export const QUEUE_DEPTH_TIMEOUT_MS = 2_000;
 
 export interface GatewayDeps {
   resolver: AppResolver;
-  verifyRunToken: RunTokenVerifier;
+  /** Run-token verification; the cached verifier (token-cache.ts) answers a known token at once. */
+  verifyRunToken: VerifyRunToken;
   nc: NatsConnection;
   /** Whether NATS is connected now (shared/nats/connect.ts); by default, whether `nc` is not closed. */
   natsConnected?: () => boolean;
@@ -222,10 +222,15 @@ export function createGateway(deps: GatewayDeps): Gateway {
   // one JSON error body (src/shared/http/errors.ts).
   const serve = async (ctx: CallContext): Promise<void> => {
     try {
-      await customDomain(ctx, deps.resolver);
+      // Each step returns a promise only when it must wait (a lookup not in memory, a body still on
+      // its way); the usual call runs straight through to the app call in one turn.
+      const domain = customDomain(ctx, deps.resolver);
+      if (domain) await domain;
       route(ctx);
-      await authorize(ctx, deps.verifyRunToken);
-      const run = await prepareRun(ctx, prepareDeps);
+      const auth = authorize(ctx, deps.verifyRunToken);
+      if (auth) await auth;
+      const prepared = prepareRun(ctx, prepareDeps);
+      const run = prepared instanceof Promise ? await prepared : prepared;
       if (run.async) await runAsync(ctx, run, asyncDeps);
       else await runSync(ctx, run, syncDeps);
     } catch (err) {

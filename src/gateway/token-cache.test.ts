@@ -64,4 +64,16 @@ describe('cachedRunTokenVerifier', () => {
     await v('a');
     expect(n).toBe(2);
   });
+
+  it('answers a cached token at once, not with a promise; a token not cached with one', async () => {
+    const v = cachedRunTokenVerifier(async () => claims(4_000_000_000_000), {
+      ttlMs: 10_000,
+      maxEntries: 10,
+    });
+    const first = v('a');
+    expect(first).toBeInstanceOf(Promise);
+    await first;
+    expect(v('a')).toEqual(claims(4_000_000_000_000));
+    expect(v('b')).toBeInstanceOf(Promise);
+  });
 });

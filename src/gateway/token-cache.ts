@@ -4,21 +4,18 @@
  * the token expires or `ttlMs` passes, whichever is first — so a key removed from the key set stops
  * being honoured at most `ttlMs` later.
  */
+import type { MaybePromise } from '../shared/contracts/seams.ts';
 import type { RunTokenClaims, RunTokenVerifier } from '../shared/run-tokens.ts';
 
+/** Claims of a cached token come back at once, not as a promise; a token not cached is verified. */
 export function cachedRunTokenVerifier(
   verify: RunTokenVerifier,
   opts: { ttlMs: number; maxEntries: number; now?: () => number },
-): RunTokenVerifier {
+): (token: string) => MaybePromise<RunTokenClaims> {
   if (opts.ttlMs <= 0 || opts.maxEntries <= 0) return verify;
   const now = opts.now ?? Date.now;
   const cache = new Map<string, { claims: RunTokenClaims; until: number }>();
-  return async (token) => {
-    const hit = cache.get(token);
-    const t = now();
-    if (hit && hit.until > t) return hit.claims;
-    if (hit) cache.delete(token);
-    const claims = await verify(token);
+  const remember = (token: string, claims: RunTokenClaims, t: number): RunTokenClaims => {
     if (cache.size >= opts.maxEntries) {
       // Map iterates in insertion order: drop the oldest entry.
       const oldest = cache.keys().next().value;
@@ -30,5 +27,12 @@ export function cachedRunTokenVerifier(
       until: Number.isFinite(exp) ? Math.min(t + opts.ttlMs, exp) : t + opts.ttlMs,
     });
     return claims;
+  };
+  return (token) => {
+    const hit = cache.get(token);
+    const t = now();
+    if (hit && hit.until > t) return hit.claims;
+    if (hit) cache.delete(token);
+    return verify(token).then((claims) => remember(token, claims, t));
   };
 }

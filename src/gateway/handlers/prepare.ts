@@ -6,12 +6,12 @@
  */
 
 import type { WebhookTarget } from '../../shared/contracts/messaging.ts';
-import type { ResolvedApp } from '../../shared/contracts/seams.ts';
+import type { MaybePromise, ResolvedApp } from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { forwardQuery, forwardRequestHeaders } from '../../shared/http/upstream.ts';
 import type { SecretBox } from '../../shared/secretbox.ts';
 import { parseWebhookEndpoint } from '../../webhooks/publish.ts';
-import { checkCortexBody, readBody } from '../body.ts';
+import { checkCortexBody, takeBody } from '../body.ts';
 import type { GatewayContext, RunTarget } from '../context.ts';
 import { appNotFound } from '../middleware/auth.ts';
 
@@ -26,7 +26,8 @@ export interface PreparedRun {
 }
 
 export interface PrepareDeps {
-  resolve(projectId: string, appName: string): Promise<ResolvedApp | undefined>;
+  /** The app, at once when the resolver knows it from memory (see AppResolver). */
+  resolve(projectId: string, appName: string): MaybePromise<ResolvedApp | undefined>;
   secretBox: SecretBox;
   maxBodyBytes: number;
 }
@@ -43,7 +44,12 @@ export function isAsyncRequested(value: string | undefined): boolean {
   });
 }
 
-export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promise<PreparedRun> {
+/**
+ * The checks, in order: the async flag, the app (and function), the webhook endpoint, the body. A
+ * promise only when the app lookup or the body is not at hand yet (the usual call has both: its body
+ * came in the request's packet), so a call is not made to wait turns for work that is done.
+ */
+export function prepareRun(ctx: GatewayContext, deps: PrepareDeps): MaybePromise<PreparedRun> {
   const target = ctx.state.target;
   if (!target) throw new ApiError(ErrorCode.NotFound, 'no such path');
   const params = ctx.querystring === '' ? NO_PARAMS : new URLSearchParams(ctx.querystring);
@@ -51,7 +57,19 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
   // Known as async from here on, also when refused below (it is then no sync call to record).
   if (isAsync) ctx.state.mode = 'async';
 
-  const app = await deps.resolve(target.projectId, target.appName);
+  const app = deps.resolve(target.projectId, target.appName);
+  if (app instanceof Promise) return app.then((a) => withApp(ctx, deps, target, params, isAsync, a));
+  return withApp(ctx, deps, target, params, isAsync, app);
+}
+
+function withApp(
+  ctx: GatewayContext,
+  deps: PrepareDeps,
+  target: RunTarget,
+  params: Pick<URLSearchParams, 'get'>,
+  isAsync: boolean,
+  app: ResolvedApp | undefined,
+): MaybePromise<PreparedRun> {
   if (!app) throw appNotFound(target);
   ctx.state.app = app;
   if (app.runtime === 'cortex') {
@@ -72,9 +90,20 @@ export async function prepareRun(ctx: GatewayContext, deps: PrepareDeps): Promis
     ctx.state.webhookHost = url.host;
   }
 
-  const body = await readBody(ctx.req, deps.maxBodyBytes);
-  if (app.runtime === 'cortex') checkCortexBody(body);
+  const body = takeBody(ctx.req, deps.maxBodyBytes);
+  if (body instanceof Promise) return body.then((b) => withBody(ctx, target, app, isAsync, webhook, b));
+  return withBody(ctx, target, app, isAsync, webhook, body);
+}
 
+function withBody(
+  ctx: GatewayContext,
+  target: RunTarget,
+  app: ResolvedApp,
+  isAsync: boolean,
+  webhook: WebhookTarget | undefined,
+  body: Buffer,
+): PreparedRun {
+  if (app.runtime === 'cortex') checkCortexBody(body);
   const headers = forwardRequestHeaders(ctx.req.headers, ctx.state.requestId);
   // The webhook gets the response body as is, labelled JSON: it must not be gzip the caller asked for.
   if (webhook) delete headers['accept-encoding'];

@@ -6,19 +6,27 @@
 import type { AppResolver } from '../../shared/contracts/seams.ts';
 import type { GatewayContext } from '../context.ts';
 
-/** Sets `ctx.state.target` when the Host is a custom domain. */
-export async function customDomain(
-  ctx: Pick<GatewayContext, 'hostname' | 'path' | 'state'>,
-  resolver: AppResolver,
-): Promise<void> {
+type DomainContext = Pick<GatewayContext, 'hostname' | 'path' | 'state'>;
+
+/**
+ * Sets `ctx.state.target` when the Host is a custom domain; returns a promise only when the resolver
+ * answers with one (the cluster's answers from its cache at once).
+ */
+export function customDomain(ctx: DomainContext, resolver: AppResolver): Promise<void> | undefined {
   const hostname = ctx.hostname.toLowerCase();
-  const hit = hostname ? await resolver.resolveHost(hostname) : undefined;
-  if (hit) {
-    ctx.state.viaDomain = true;
-    ctx.state.target = {
-      projectId: hit.projectId,
-      appName: hit.appName,
-      path: ctx.path.replace(/^\/+/, ''),
-    };
-  }
+  if (!hostname) return undefined;
+  const hit = resolver.resolveHost(hostname);
+  if (hit instanceof Promise) return hit.then((h) => routeTo(ctx, h));
+  routeTo(ctx, hit);
+  return undefined;
+}
+
+function routeTo(ctx: DomainContext, hit: { projectId: string; appName: string } | undefined): void {
+  if (!hit) return;
+  ctx.state.viaDomain = true;
+  ctx.state.target = {
+    projectId: hit.projectId,
+    appName: hit.appName,
+    path: ctx.path.replace(/^\/+/, ''),
+  };
 }

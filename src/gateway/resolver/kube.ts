@@ -257,7 +257,7 @@ export function createKubeAppResolver(deps: {
     async stop() {
       await Promise.all(informers.map((inf) => inf.stop()));
     },
-    async resolve(projectId, appName) {
+    resolve(projectId, appName) {
       const ns = projects().projectNs.get(projectId);
       if (!ns) return undefined;
       const app = apps.get(ns, appName);
@@ -271,7 +271,7 @@ export function createKubeAppResolver(deps: {
       }
       return resolved;
     },
-    async resolveHost(hostname) {
+    resolveHost(hostname) {
       return hostTable().get(hostname.toLowerCase().replace(/\.$/, ''));
     },
     ...(byEndpoints

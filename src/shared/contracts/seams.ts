@@ -47,10 +47,18 @@ export interface ReplicaSink {
   replicaLoad?(projectId: string, appName: string): Record<string, number>;
 }
 
+/** A value now, or a promise of it: what a lookup answered from memory returns without a promise. */
+export type MaybePromise<T> = T | Promise<T>;
+
+/**
+ * The gateway's lookups. The cluster's resolver answers from its informer caches at once (no promise):
+ * the gateway's run endpoint then does its custom domain, route, auth and app lookup without waiting a
+ * turn of promises for each (docs/benchmarks.md, "eighth round").
+ */
 export interface AppResolver {
-  resolve(projectId: string, appName: string): Promise<ResolvedApp | undefined>;
+  resolve(projectId: string, appName: string): MaybePromise<ResolvedApp | undefined>;
   /** The app a custom domain's Host header is assigned to, if any. */
-  resolveHost(hostname: string): Promise<{ projectId: string; appName: string } | undefined>;
+  resolveHost(hostname: string): MaybePromise<{ projectId: string; appName: string } | undefined>;
   /**
    * Reports every app's ready replicas to `sink` from now on (EndpointSlices, local processes).
    * Absent: the gateway routes each call to `ResolvedApp.upstream` while the app is ready.

@@ -54,7 +54,10 @@ export function resolvedApp(
   return { projectId, appName, runtime: 'cortex', upstream, ready: true, gracePeriodSeconds: 900, ...over };
 }
 
-/** A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers. */
+/**
+ * A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers. It answers at once,
+ * as the cluster's resolver does from its caches (local mode's answers with promises).
+ */
 export function staticResolver(
   apps: ResolvedApp[],
   hosts: Record<string, { projectId: string; appName: string }> = {},
@@ -62,10 +65,10 @@ export function staticResolver(
   return {
     apps,
     hosts,
-    async resolve(projectId, appName) {
+    resolve(projectId, appName) {
       return this.apps.find((a) => a.projectId === projectId && a.appName === appName);
     },
-    async resolveHost(hostname) {
+    resolveHost(hostname) {
       return this.hosts[hostname];
     },
   };
