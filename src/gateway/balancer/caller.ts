@@ -7,7 +7,13 @@
 import { finished } from 'node:stream/promises';
 import type { Dispatcher } from 'undici';
 import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
-import type { AppCall, AppCaller, AppResponse, ResolvedApp } from '../../shared/contracts/seams.ts';
+import type {
+  AppCall,
+  AppCaller,
+  AppResponse,
+  ResolvedApp,
+  StartFailure,
+} from '../../shared/contracts/seams.ts';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
 import { dispatchUpstream } from '../../shared/http/upstream-dispatch.ts';
 import type { Balancer } from './balancer.ts';
@@ -50,17 +56,35 @@ export interface AppCallerDeps {
   replicasReported: boolean;
 }
 
+/** The limits of an app without a scaling spec. */
+const DEFAULT_SCALING = effectiveScaling(undefined);
+
+const sameFailure = (a: StartFailure | undefined, b: StartFailure | undefined) =>
+  a === b || (a !== undefined && b !== undefined && a.reason === b.reason && a.message === b.message);
+
 export function createAppCaller(deps: AppCallerDeps): AppCaller {
   const { balancer } = deps;
+  // Without reported replicas, what each pool was last told of its app (its one upstream, readiness
+  // and start failure): the usual call has nothing new to tell it.
+  const told = new WeakMap<AppPool, Pick<ResolvedApp, 'upstream' | 'ready' | 'startFailure'>>();
   const poolOf = (app: ResolvedApp) => {
-    const pool = balancer.pool(app.projectId, app.appName, app.scaling ?? effectiveScaling(undefined));
+    const pool = balancer.pool(app.projectId, app.appName, app.scaling ?? DEFAULT_SCALING);
     if (!deps.replicasReported) {
-      balancer.setReplicas(
-        app.projectId,
-        app.appName,
-        app.ready ? [{ id: app.upstream, url: app.upstream }] : [],
-      );
-      balancer.setStartFailure(app.projectId, app.appName, app.startFailure);
+      const last = told.get(pool);
+      if (
+        !last ||
+        last.upstream !== app.upstream ||
+        last.ready !== app.ready ||
+        !sameFailure(last.startFailure, app.startFailure)
+      ) {
+        balancer.setReplicas(
+          app.projectId,
+          app.appName,
+          app.ready ? [{ id: app.upstream, url: app.upstream }] : [],
+        );
+        balancer.setStartFailure(app.projectId, app.appName, app.startFailure);
+        told.set(pool, { upstream: app.upstream, ready: app.ready, startFailure: app.startFailure });
+      }
     }
     return pool;
   };
@@ -89,7 +113,15 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
     else body.once('close', () => lease.release());
     return res;
   };
-  const caller = (async (app: ResolvedApp, call: AppCall) => send(poolOf(app), call)) as AppCaller;
+  const caller = ((app: ResolvedApp, call: AppCall) => {
+    try {
+      const pool = poolOf(app);
+      // A free slot is taken at once (no promise for the queue): the usual call.
+      return send(pool, call, call.signal?.aborted ? undefined : pool.tryAcquire());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }) as AppCaller;
   caller.reserve = async (app, signal) => {
     const pool = poolOf(app);
     const lease = await pool.acquire(signal ? { signal } : {});

@@ -60,6 +60,21 @@ describe('AppPool placement', () => {
     expect((await fifth).replica.id).toBe(leases[0]?.replica.id);
   });
 
+  it('tryAcquire takes a free slot at once, and none while the replicas are full or a call waits', async () => {
+    const pool = new AppPool('p/a', settings());
+    expect(pool.tryAcquire()).toBeUndefined(); // no replica yet
+    pool.setReplicas(replicas('r1', 'r2'));
+    const a = pool.tryAcquire();
+    const b = pool.tryAcquire();
+    expect([a?.replica.id, b?.replica.id].sort()).toEqual(['r1', 'r2']);
+    expect(pool.tryAcquire()).toBeUndefined(); // both full
+    const waiting = pool.acquire();
+    a?.release(); // goes to the waiting call, not to a later tryAcquire
+    expect(pool.tryAcquire()).toBeUndefined();
+    expect((await waiting).replica.id).toBe(a?.replica.id);
+    expect(pool.snapshot().inflight).toBe(2);
+  });
+
   it('waiting calls are served first in, first out', async () => {
     const pool = new AppPool('p/a', settings());
     pool.setReplicas(replicas('r1'));

@@ -130,13 +130,19 @@ export class AppPool {
     }
   }
 
+  /**
+   * A slot at once when a replica has one free and no call waits (the usual call), without a promise;
+   * otherwise undefined, and `acquire` queues the call.
+   */
+  tryAcquire(): Lease | undefined {
+    return this.#queue.length === 0 ? this.#tryPlace() : undefined;
+  }
+
   async acquire(opts: AcquireOptions = {}): Promise<Lease> {
     const { signal, requeue } = opts;
     if (signal?.aborted) throw signal.reason;
-    if (this.#queue.length === 0 || requeue) {
-      const lease = this.#tryPlace();
-      if (lease) return lease;
-    }
+    const placed = requeue ? this.#tryPlace() : this.tryAcquire();
+    if (placed) return placed;
     if (this.#replicas.length === 0 && this.#failure) throw this.#reject(this.#startFailed(this.#failure));
     if (!requeue && this.#queue.length >= this.#s.maxQueue) {
       throw this.#reject(

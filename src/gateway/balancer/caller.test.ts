@@ -1,0 +1,65 @@
+import type { Dispatcher } from 'undici';
+import { describe, expect, it } from 'vitest';
+import type { ResolvedApp } from '../../shared/contracts/seams.ts';
+import { createBalancer, DEFAULT_BALANCER_SETTINGS } from './balancer.ts';
+import { createAppCaller } from './caller.ts';
+
+/** A dispatcher that answers every call at once with a small 200 (the call path without a network). */
+const answering = (seen: string[]) =>
+  ({
+    dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+      seen.push(`${opts.origin}`);
+      const controller = { abort() {}, pause() {}, resume() {} } as unknown as Dispatcher.DispatchController;
+      handler.onRequestStart?.(controller, {});
+      handler.onResponseStart?.(controller, 200, { 'content-length': '2' }, 'OK');
+      handler.onResponseData?.(controller, Buffer.from('{}'));
+      handler.onResponseEnd?.(controller, {});
+      return true;
+    },
+  }) as unknown as Dispatcher;
+
+const call = {
+  path: 'f',
+  query: '',
+  headers: {},
+  body: Buffer.alloc(0),
+  headersTimeoutMs: 1_000,
+  bodyTimeoutMs: 0,
+  wholeUpTo: 1024,
+};
+
+describe('createAppCaller without reported replicas', () => {
+  it('tells the pool of the app upstream once, and again when it, readiness or the start failure change', async () => {
+    const balancer = createBalancer(DEFAULT_BALANCER_SETTINGS);
+    const told: string[] = [];
+    const setReplicas = balancer.setReplicas.bind(balancer);
+    balancer.setReplicas = (p, a, list) => {
+      told.push(list.map((r) => r.url).join(',') || 'none');
+      return setReplicas(p, a, list);
+    };
+    const seen: string[] = [];
+    const caller = createAppCaller({ balancer, dispatcher: answering(seen), replicasReported: false });
+    const app: ResolvedApp = {
+      projectId: 'p',
+      appName: 'a',
+      runtime: 'custom',
+      upstream: 'http://127.0.0.1:1',
+      ready: true,
+      gracePeriodSeconds: 30,
+    };
+    for (let i = 0; i < 3; i++) expect((await caller(app, call)).whole?.toString()).toBe('{}');
+    expect(told).toEqual(['http://127.0.0.1:1']);
+    await caller({ ...app, upstream: 'http://127.0.0.1:2' }, call);
+    expect(seen.at(-1)).toBe('http://127.0.0.1:2');
+    const failed = {
+      ...app,
+      upstream: 'http://127.0.0.1:2',
+      ready: false,
+      startFailure: { reason: 'CrashLoopBackOff', message: 'x' },
+    };
+    await expect(caller(failed, call)).rejects.toMatchObject({ status: 503 });
+    await caller({ ...app, upstream: 'http://127.0.0.1:2' }, call);
+    expect(told).toEqual(['http://127.0.0.1:1', 'http://127.0.0.1:2', 'none', 'http://127.0.0.1:2']);
+    expect(balancer.find('p', 'a')?.snapshot().inflight).toBe(0);
+  });
+});
