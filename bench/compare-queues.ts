@@ -7,14 +7,14 @@
  * `bench/` are exported (`git archive`) into a temp directory that uses this checkout's node_modules.
  * worker: per round and variant, `COMPARE_ACCEPT_SECONDS` (5) of `?async=true` calls through this
  * checkout's gateway (c=32) queue runs, then a gateway with the variant's run worker drains RUNS (at most
- * 60 s). webhooks: `BENCH_WEBHOOK_BACKLOG` (10,000) unsigned, then as many signed jobs are queued, then the
- * variant's dispatcher drains them. Prints units/s and the CPU per unit of the variant's process, of
+ * 60 s). webhooks: `BENCH_WEBHOOK_WARMUP` (20,000) + `BENCH_WEBHOOK_BACKLOG` (10,000) unsigned, then as
+ * many signed jobs are queued, and the variant's new dispatcher drains them; the first `BENCH_WEBHOOK_WARMUP`
+ * warm it up (JIT, heap) and are not measured, as in bench/webhooks.ts. Prints units/s and the CPU per unit of the variant's process, of
  * nats-server, and of the runtime (worker) or of this process (the webhook receiver), from /proc/<pid>/stat
  * while it drains, and the variant's write syscalls per unit (/proc/<pid>/io), with the load average.
  * `COMPARE_ROUNDS` (3). Nothing is written to RESULTS.md. Run it under the bench lock on a shared machine.
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -31,6 +31,7 @@ import {
   benchApp,
   chartGatewayNodeOptions,
   createParts,
+  natsServerPid,
   PLATFORM_KEY,
   PROJECT,
   REPO_ROOT,
@@ -52,6 +53,8 @@ if ((what !== 'worker' && what !== 'webhooks') || args.length === 0) {
 const rounds = Number(process.env.COMPARE_ROUNDS ?? 3);
 const ACCEPT_SECONDS = Number(process.env.COMPARE_ACCEPT_SECONDS ?? 5);
 const BACKLOG = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 10_000);
+/** Jobs queued before each measured backlog and drained unmeasured by the same new dispatcher (as bench/webhooks.ts). */
+const WARMUP = Number(process.env.BENCH_WEBHOOK_WARMUP ?? 20_000);
 
 /** One tree per commit: its src/ and bench/ (and test/harness, which bench imports), this node_modules. */
 const trees = new Map<string, string>();
@@ -81,17 +84,6 @@ const DRAIN_BOUND_MS = 60_000;
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function natsPid(port: number): number {
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
-      if (cmd[0]?.endsWith('nats-server') && cmd.includes(String(port))) return Number(d);
-    } catch {}
-  }
-  return 0;
-}
-
 const out: string[] = [];
 const say = (s: string) => {
   out.push(s);
@@ -100,7 +92,7 @@ const say = (s: string) => {
 
 try {
   const n = await parts.nats();
-  const nPid = natsPid(n.port);
+  const nPid = natsServerPid(n.port);
   const nc = await connect({ servers: n.url });
   const jsm = await jetstreamManager(nc);
   if (what === 'worker') {
@@ -170,6 +162,7 @@ try {
     const js = jetstream(nc);
     const box = createSecretBox(PLATFORM_KEY);
     const hits = new Map<string, number>();
+    let onHit: ((rid: string) => void) | undefined;
     let bad = 0;
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -184,7 +177,10 @@ try {
             .digest('hex');
           if (sig !== `v1,${want}`) bad++;
         }
-        if (!hits.has(rid)) hits.set(rid, Date.now());
+        if (!hits.has(rid)) {
+          hits.set(rid, Date.now());
+          onHit?.(rid);
+        }
         res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
       });
     });
@@ -194,7 +190,7 @@ try {
     for (let r = 1; r <= rounds; r++) {
       for (const v of r % 2 ? variants : [...variants].reverse()) {
         for (const signed of [false, true]) {
-          const jobs: WebhookJob[] = Array.from({ length: BACKLOG }, () => {
+          const jobs: WebhookJob[] = Array.from({ length: WARMUP + BACKLOG }, () => {
             const requestId = `q-${randomUUID()}`;
             return {
               v: 1,
@@ -236,20 +232,37 @@ try {
             parts.logDir,
           );
           const pid = Number(line.split(' ')[1]);
-          const c0 = treeCpuSeconds(pid);
-          const nc0 = treeCpuSeconds(nPid);
-          const w0 = writeSyscalls(pid);
-          const me0 = process.cpuUsage();
-          const ids = jobs.map((j) => j.requestId);
+          const mark = () => {
+            const me = process.cpuUsage();
+            return {
+              c: treeCpuSeconds(pid),
+              n: treeCpuSeconds(nPid),
+              w: writeSyscalls(pid),
+              me: (me.user + me.system) / 1e6,
+            };
+          };
+          // The measured jobs are the last BACKLOG; their first hit ends the warm-up, their last the drain.
+          const ids = jobs.slice(WARMUP).map((j) => j.requestId);
+          const measured = new Set(ids);
+          let seen = 0;
+          let from = mark();
+          let to: ReturnType<typeof mark> | undefined;
+          onHit = (rid) => {
+            if (!measured.has(rid)) return;
+            seen++;
+            if (seen === 1 && WARMUP > 0) from = mark();
+            if (seen === ids.length) to = mark();
+          };
           await waitFor('drained', async () => ids.every((id) => hits.has(id)), DRAIN_BOUND_MS * 3, 20);
+          onHit = undefined;
+          const end = to ?? mark();
           const times = ids.map((id) => hits.get(id) as number);
           const span = (Math.max(...times) - Math.min(...times)) / 1000;
-          const me = process.cpuUsage(me0);
           const per = (c: number) => ((c * 1000) / ids.length).toFixed(3);
           say(
             `round ${r} ${v.name} ${signed ? 'signed' : 'unsigned'}: ${Math.round((ids.length - 1) / span)} deliveries/s; ` +
-              `dispatcher ${per(treeCpuSeconds(pid) - c0)} ms/job (${((writeSyscalls(pid) - w0) / ids.length).toFixed(2)} writes), nats ${per(treeCpuSeconds(nPid) - nc0)} ms/job, ` +
-              `receiver+bench ${per((me.user + me.system) / 1e6)} ms/job; bad ${bad}; load ${l0} → ${loadAverageNow()}`,
+              `dispatcher ${per(end.c - from.c)} ms/job (${((end.w - from.w) / ids.length).toFixed(2)} writes), nats ${per(end.n - from.n)} ms/job, ` +
+              `receiver+bench ${per(end.me - from.me)} ms/job; bad ${bad}; load ${l0} → ${loadAverageNow()}`,
           );
           await proc.stop(STOP_GRACE_MS);
         }

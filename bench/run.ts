@@ -35,6 +35,7 @@ const Env = z.object({
   BENCH_ROUNDS: int(2, 1),
   BENCH_STREAM_REQUESTS: int(50, 5),
   BENCH_WEBHOOK_BACKLOG: int(10_000, 10),
+  BENCH_WEBHOOK_WARMUP: int(20_000, 0),
   BENCH_WEBHOOK_PACED: int(200, 10),
   BENCH_WEBHOOK_RATE: int(100, 1),
   BENCH_OPERATOR_APPS: z
@@ -101,6 +102,7 @@ async function main(): Promise<number> {
       rounds: env.BENCH_ROUNDS,
       streamRequests: env.BENCH_STREAM_REQUESTS,
       webhookBacklog: env.BENCH_WEBHOOK_BACKLOG,
+      webhookWarmup: env.BENCH_WEBHOOK_WARMUP,
       webhookPaced: env.BENCH_WEBHOOK_PACED,
       webhookRate: env.BENCH_WEBHOOK_RATE,
       operatorApps: env.BENCH_OPERATOR_APPS,

@@ -19,6 +19,11 @@ export interface BenchSettings {
   streamRequests: number;
   /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 10 000). */
   webhookBacklog: number;
+  /**
+   * Webhook jobs queued before that backlog, drained by the same new dispatcher process but not measured:
+   * its JIT and heap warm-up (BENCH_WEBHOOK_WARMUP, default 20 000).
+   */
+  webhookWarmup: number;
   /** Webhook jobs published at a steady pace for the delay figures (BENCH_WEBHOOK_PACED, default 200). */
   webhookPaced: number;
   /** Pace of those jobs per second (BENCH_WEBHOOK_RATE, default 100). */

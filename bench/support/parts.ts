@@ -4,7 +4,7 @@
  * as its own child process (so its RSS can be read and it never shares an event loop with the load).
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -198,6 +198,18 @@ export function writeSyscalls(pid: number): number {
 /** procStatusBytes of `pid` and its children, added up. */
 export function treeStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return processTree(pid).reduce((sum, p) => sum + procStatusBytes(p, field), 0);
+}
+
+/** The pid of the nats-server listening on `port` (from /proc/<pid>/cmdline; 0 when not found). */
+export function natsServerPid(port: number): number {
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
+      if (cmd[0]?.endsWith('nats-server') && cmd.includes(String(port))) return Number(d);
+    } catch {}
+  }
+  return 0;
 }
 
 /** USER_HZ on Linux (getconf CLK_TCK), which /proc reports CPU times in. */
