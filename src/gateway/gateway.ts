@@ -203,8 +203,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       // any caller create unbounded metric series.
       const project = s.app ? s.app.projectId : '';
       const app = s.app ? s.app.appName : '';
-      metrics.requests.inc({ project, app, mode, status: String(ctx.status) });
-      metrics.duration.observe({ project, app, mode }, seconds);
+      metrics.call(project, app, mode, ctx.status, seconds);
       return { mode, project: s.target?.projectId, app: s.target?.appName };
     },
   };

@@ -23,4 +23,35 @@ describe('createGatewayMetrics', () => {
     expect(text).toContain('apphost_gateway_sync_records_skipped_total{reason="rate"} 3');
     expect(text).toContain('apphost_gateway_sync_records_skipped_total{reason="disconnected"} 1');
   });
+
+  it('counts calls by app, mode and status and observes their durations, each call once', async () => {
+    const registry = new Registry();
+    const m = createGatewayMetrics(registry, { inflight: () => 0 });
+    m.call('shop', 'hello', 'sync', 200, 0.003);
+    m.call('shop', 'hello', 'sync', 200, 0.02);
+    m.call('shop', 'hello', 'sync', 502, 0.001);
+    m.call('shop', 'hello', 'async', 202, 0.002);
+    m.call('', '', 'sync', 401, 0.001);
+    let text = await registry.metrics();
+    const req = (labels: string, n: number) =>
+      expect(text).toContain(`apphost_gateway_requests_total{${labels}} ${n}`);
+    req('project="shop",app="hello",mode="sync",status="200"', 2);
+    req('project="shop",app="hello",mode="sync",status="502"', 1);
+    req('project="shop",app="hello",mode="async",status="202"', 1);
+    req('project="",app="",mode="sync",status="401"', 1);
+    expect(text).toContain(
+      'apphost_gateway_request_duration_seconds_bucket{le="0.005",project="shop",app="hello",mode="sync"} 2',
+    );
+    expect(text).toContain(
+      'apphost_gateway_request_duration_seconds_count{project="shop",app="hello",mode="sync"} 3',
+    );
+
+    m.call('shop', 'hello', 'sync', 200, 0.003);
+    text = await registry.metrics();
+    req('project="shop",app="hello",mode="sync",status="200"', 3);
+    req('project="shop",app="hello",mode="sync",status="502"', 1);
+    expect(text).toContain(
+      'apphost_gateway_request_duration_seconds_count{project="shop",app="hello",mode="sync"} 4',
+    );
+  });
 });
