@@ -2,11 +2,12 @@
  * The gateway's Prometheus metrics, registered on the Registry passed in. What changes on every call
  * but is only read at a scrape (the in-flight count, sync records skipped, requests by status) is kept
  * in plain numbers and handed to prom-client when it collects: each `inc`/`set` of prom-client builds
- * and hashes its label set. The duration histogram is observed per call with a label set built once
- * per app and mode.
+ * and hashes its label set. The duration histogram's series are handles kept per app and mode
+ * (SeriesHistogram: no label set per observation either).
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { SyncCallSkip } from '../runs/sync-calls.ts';
+import { type HistogramSeries, SeriesHistogram } from '../shared/series-histogram.ts';
 
 export type RunMode = 'sync' | 'async' | 'stream';
 
@@ -33,6 +34,7 @@ export interface GatewayMetricSources {
 interface CallSeries {
   readonly labels: { project: string; app: string; mode: RunMode };
   readonly byStatus: Map<number, number>;
+  readonly duration: HistogramSeries;
 }
 
 export function createGatewayMetrics(registry: Registry, sources: GatewayMetricSources): GatewayMetrics {
@@ -51,7 +53,11 @@ export function createGatewayMetrics(registry: Registry, sources: GatewayMetricS
       apps.set(app, modes);
     }
     let s = modes.get(mode);
-    if (!s) modes.set(mode, (s = { labels: { project, app, mode }, byStatus: new Map() }));
+    if (!s) {
+      const labels = { project, app, mode };
+      s = { labels, byStatus: new Map(), duration: duration.series(labels) };
+      modes.set(mode, s);
+    }
     return s;
   };
   new Counter({
@@ -70,7 +76,7 @@ export function createGatewayMetrics(registry: Registry, sources: GatewayMetricS
             }
     },
   });
-  const duration = new Histogram({
+  const duration = new SeriesHistogram({
     name: 'apphost_gateway_request_duration_seconds',
     help: 'Time from request to the end of the response (for streams: to the end of the stream).',
     labelNames: ['project', 'app', 'mode'],
@@ -81,7 +87,7 @@ export function createGatewayMetrics(registry: Registry, sources: GatewayMetricS
     call(project, app, mode, status, seconds) {
       const s = seriesOf(project, app, mode);
       s.byStatus.set(status, (s.byStatus.get(status) ?? 0) + 1);
-      duration.observe(s.labels, seconds);
+      s.duration.observe(seconds);
     },
     webhookJobs: new Counter({
       name: 'apphost_gateway_webhook_jobs_total',
