@@ -16,7 +16,7 @@ import { kvOverInbox } from '../shared/nats/inbox-kv.ts';
 import { type PullLoop, startPullLoop } from '../shared/nats/pull-loop.ts';
 import { createPullSubscription, type PullSubscription } from '../shared/nats/pull-subscription.ts';
 import type { Replicas } from '../shared/nats/replicas.ts';
-import { createSendTurn } from '../shared/nats/send-turn.ts';
+import { createSendTurn, type SendTurn } from '../shared/nats/send-turn.ts';
 import type { SecretBox } from '../shared/secretbox.ts';
 import { createDeliveryStore } from './deliveries.ts';
 import { createJobHandler, type JobMessage } from './handle-job.ts';
@@ -70,6 +70,7 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
   let pulling: PullLoop | undefined;
   let pulls: PullSubscription | undefined;
   let running = false;
+  let turn: SendTurn | undefined;
 
   return {
     async start() {
@@ -96,7 +97,15 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
           errorBackoffMs: settings.errorBackoffMs,
           errorBackoffMaxMs: settings.recordRetryMaxDelayMs,
           recordGiveUpMs: settings.recordGiveUpMs,
+          // Not waited for: it leaves with the pull and record writes of the next turn. A lost ack
+          // redelivers the job, which then finds its record delivered and is acked without an attempt.
+          ack: (m) => {
+            sendTurn(async () => m.ack()).catch((err: unknown) => {
+              deps.log.debug({ err: errorText(err), seq: m.seq }, 'acking a delivered job failed');
+            });
+          },
         });
+        turn = sendTurn;
       }
       const jsm = await jetstreamManager(deps.nc);
       await ensureWebhooksConsumer(jsm, deps.replicas);
@@ -111,6 +120,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
         clock,
         log: deps.log,
         handle: (msg) => handleJob(msg),
+        // Each pull request leaves in the same socket write as the record writes and acks of its turn.
+        turn,
         // Left unacked: JetStream redelivers it after the ack wait.
         onError: async (err) => {
           deps.log.warn({ err: errorText(err) }, 'handling a webhook job failed; backing off');

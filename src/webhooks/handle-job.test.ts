@@ -81,7 +81,11 @@ const pending = (attempts: number): WebhookDeliveryRecord => ({
 
 const clock: Clock = { now: () => NOW, sleep: async () => {} };
 
-function setup(opts: { result?: AttemptResult; store?: DeliveryStore & { saves: number } }) {
+function setup(opts: {
+  result?: AttemptResult;
+  store?: DeliveryStore & { saves: number };
+  ack?: (msg: JobMessage) => void;
+}) {
   const store = opts.store ?? memoryStore();
   const sent: Array<{ url: string; headers: Record<string, string> }> = [];
   const handle = createJobHandler({
@@ -100,6 +104,7 @@ function setup(opts: { result?: AttemptResult; store?: DeliveryStore & { saves: 
     errorBackoffMs: 1_000,
     errorBackoffMaxMs: 30_000,
     recordGiveUpMs: GIVE_UP_MS,
+    ...(opts.ack ? { ack: opts.ack } : {}),
   });
   return { handle, store, sent };
 }
@@ -125,6 +130,21 @@ describe('job handler: what JetStream is told', () => {
     expect(rec.attempts).toHaveLength(before + 1);
     expect(rec.attempts.at(-1)).toMatchObject({ attempt: before + 1, outcome: result.outcome });
     expect(rec.attempts.at(-1)?.error).not.toBe(INTERRUPTED_ATTEMPT);
+  });
+
+  it("a delivered job is acked through the dispatcher's ack (its send turn), once its record says delivered", async () => {
+    const store = memoryStore();
+    const acked: string[] = [];
+    const { handle } = setup({
+      store,
+      ack: (m) => {
+        void store.get('req-1').then((r) => acked.push(`${m.seq}:${r?.state}`));
+      },
+    });
+    const { msg, calls } = message(job());
+    await handle(msg);
+    await new Promise((r) => setImmediate(r));
+    expect([calls, acked]).toEqual([[], ['1:delivered']]);
   });
 
   it('a finished record (lost ack) is acked without another attempt', async () => {

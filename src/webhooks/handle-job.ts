@@ -52,6 +52,11 @@ export interface JobHandlerDeps {
   /** A job whose record still cannot be read or written this long after it was queued is given up. */
   recordGiveUpMs: number;
   heartbeatMs?: number;
+  /**
+   * Acknowledges a delivered job once its record is stored; the dispatcher sends it with the other NATS
+   * writes of its turn. Default: `msg.ack()` at once.
+   */
+  ack?: (msg: JobMessage) => void;
 }
 
 /** Endpoint URLs the handler keeps parsed at most. */
@@ -81,6 +86,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
   const { store, transport, secretBox, metrics, clock, retryDelayMs } = deps;
   const rootLog = deps.log;
   const heartbeatMs = deps.heartbeatMs ?? HEARTBEAT_MS;
+  const ack = deps.ack ?? ((msg: JobMessage) => msg.ack());
   // Jobs handled together read the same millisecond: its text is formatted once.
   let isoMs = Number.NaN;
   let isoText = '';
@@ -144,7 +150,7 @@ export function createJobHandler(deps: JobHandlerDeps): (msg: JobMessage) => Pro
       }));
     if (result === 'delivered') {
       if (rootLog.isLevelEnabled('info')) log.info({ attempts: attempts() }, 'webhook delivered');
-      msg.ack();
+      ack(msg);
     } else {
       log.error({ attempts: attempts(), reason: why }, 'webhook delivery failed; giving up');
       msg.term(why);
