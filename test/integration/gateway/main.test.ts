@@ -186,6 +186,13 @@ describe.each([
       expect(lazy).toEqual(expect.arrayContaining(['../shared/kube/config.js', '../shared/kube/client.js']));
       for (const spec of lazy.filter((s) => s.startsWith('.')))
         expect(existsSync(resolve(dirname(bundle), spec))).toBe(true);
+      // yaml (a kubeconfig file only) comes from node_modules when needed; of zod's locales only English.
+      expect(lazy).toContain('yaml');
+      expect(text).not.toMatch(/^\/\/ \S*node_modules\/yaml\//m);
+      const locales = [...text.matchAll(/^\/\/ \S*node_modules\/zod\/v4\/locales\/(\S+)$/gm)].map(
+        (m) => m[1],
+      );
+      expect(locales).toEqual(['en.js']);
     });
 
   if (build === 'built and bundled')
