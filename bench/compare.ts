@@ -11,7 +11,9 @@
  * With COMPARE_ASYNC_ROUNDS > 0, then as many interleaved rounds of the async load (`?async=true`, 202
  * accepts; the run worker is off, so RUNS only grows) with each variant's accepts/s, p50/p99 and CPU per
  * accept. With COMPARE_FLOOR=1, the bare Node proxy (bench/support/bare-proxy.ts, the sync rows' floor)
- * runs in the same sync rounds as one more variant, with its CPU per call. Settings: COMPARE_ROUNDS (4),
+ * runs in the same sync rounds as one more variant, with its CPU per call, and in the SSE calls (it
+ * writes an event stream on as it comes). Each SSE variant's CPU per streamed call is its process's CPU
+ * over all its SSE calls, warm-up included (the others are idle meanwhile), with its write syscalls per call. Settings: COMPARE_ROUNDS (4),
  * COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0
  * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), COMPARE_DELAY_MS (0: each connection's pause
  * after an answer in the sync rounds, for CPU per call at about the same rate), COMPARE_CHART_OPTIONS (0:
@@ -39,6 +41,7 @@ import {
   REPO_ROOT,
   STOP_GRACE_MS,
   startNodeChild,
+  writeSyscalls,
 } from './support/parts.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
@@ -210,10 +213,14 @@ try {
     ...gateways.map((g) => ({
       name: g.name,
       url: `${g.url}/first`,
-      h: { authorization: headers.authorization },
+      h: { authorization: headers.authorization } as Record<string, string>,
+      pid: g.pid,
     })),
+    ...(floor ? [{ name: 'bare-proxy', url: `${floor.url}/first`, h: {}, pid: floor.pid }] : []),
   ];
   const samples = sse.map(() => [] as number[]);
+  const sseCpu0 = sse.map((v) => ('pid' in v ? procCpuSeconds(v.pid) : Number.NaN));
+  const sseWrites0 = sse.map((v) => ('pid' in v ? writeSyscalls(v.pid) : Number.NaN));
   try {
     for (let i = 0; SSE_CALLS > 0 && i < SSE_WARMUP + SSE_CALLS; i++) {
       // The order rotates each time round: a call measured right after another variant's can be faster
@@ -232,8 +239,13 @@ try {
   const direct = median(samples[0] ?? []);
   for (const [k, v] of SSE_CALLS > 0 ? sse.entries() : []) {
     const m = median(samples[k] ?? []);
+    const cpu =
+      'pid' in v
+        ? `, CPU per streamed call ${(((procCpuSeconds(v.pid) - (sseCpu0[k] ?? 0)) * 1000) / (SSE_WARMUP + SSE_CALLS)).toFixed(3)} ms` +
+          `, write syscalls ${((writeSyscalls(v.pid) - (sseWrites0[k] ?? 0)) / (SSE_WARMUP + SSE_CALLS)).toFixed(2)}`
+        : '';
     process.stdout.write(
-      `SSE first event ${v.name}: median ${m.toFixed(3)} ms, added ${(m - direct).toFixed(3)} ms\n`,
+      `SSE first event ${v.name}: median ${m.toFixed(3)} ms, added ${(m - direct).toFixed(3)} ms${cpu}\n`,
     );
   }
 

@@ -1,7 +1,10 @@
 /**
  * (3) Streaming: time to first event for a generator that yields at once, called directly on the
  * runtime, through nginx `proxy_pass` (unbuffered; when installed) and through the gateway. Sequential
- * requests on keep-alive connections, alternating the variants so that machine noise hits all alike; the clock runs from sending the request to the first `data:`.
+ * requests on keep-alive connections, alternating the variants so that machine noise hits all alike, in
+ * an order that rotates each time round (a call right after another variant's comes out faster or
+ * slower by up to ~0.1 ms, so every variant takes every place equally often); the clock runs from
+ * sending the request to the first `data:`.
  */
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -11,8 +14,12 @@ import { startNginx } from './support/nginx.ts';
 import { APP, PROJECT } from './support/parts.ts';
 import { fmtMs, fmtRatio, median, percentile } from './support/stats.ts';
 
-/** Unmeasured requests per variant first (JIT, connection set-up). */
-export const STREAM_WARMUP_REQUESTS = 5;
+/**
+ * Unmeasured requests per variant first: connection set-up and the JIT of the stream path, which the
+ * sync load before it does not warm (a streamed answer's body, pipe, chunked writes); the stages of one
+ * streamed call take about half as long after a few hundred calls (docs/benchmarks.md, SSE seventh round).
+ */
+export const STREAM_WARMUP_REQUESTS = 300;
 /** Bound on one streaming request. */
 export const STREAM_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -67,7 +74,9 @@ export async function streaming(ctx: BenchContext): Promise<void> {
   const samples = variants.map(() => [] as number[]);
   try {
     for (let i = 0; i < STREAM_WARMUP_REQUESTS + settings.streamRequests; i++) {
-      for (const [k, v] of variants.entries()) {
+      for (let j = 0; j < variants.length; j++) {
+        const k = (i + j) % variants.length;
+        const v = variants[k] as (typeof variants)[number];
         const ms = await timeToFirstEvent(agent, v.url, v.headers);
         if (i >= STREAM_WARMUP_REQUESTS) samples[k]?.push(ms);
       }

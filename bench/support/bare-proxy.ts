@@ -1,7 +1,9 @@
 /**
  * The sync benchmark's floor: the least a Node process can do to proxy a call — a `node:http` server
  * that reads the body and sends it on with undici's `Agent.dispatch` (a keep-alive pool, as the
- * gateway's), then answers with the app's status, Content-Type and body in one `writeHead` + `end`.
+ * gateway's), then answers with the app's status, Content-Type and body in one `writeHead` + `end`;
+ * an event stream (`text/event-stream`) is written on as it comes (head at once, each chunk as undici
+ * hands it over, pausing while the caller's socket is full): the SSE rows' floor.
  * No request id, auth, routing, balancer, header forwarding, metrics, logs, timeouts or error bodies:
  * what is left is node:http and undici themselves (docs/benchmarks.md, "The floor: a bare Node proxy").
  * Env: BARE_PROXY_UPSTREAM (origin), BARE_PROXY_PORT; prints `listening <port> <pid>` once serving.
@@ -22,6 +24,7 @@ const server = createServer((req, res) => {
     const out: Buffer[] = [];
     let status = 502;
     let type: string | undefined;
+    let streaming = false;
     agent.dispatch(
       {
         origin,
@@ -36,11 +39,22 @@ const server = createServer((req, res) => {
           status = statusCode;
           const t = headers['content-type'];
           type = Array.isArray(t) ? t[0] : t;
+          streaming = type?.startsWith('text/event-stream') ?? false;
+          if (streaming)
+            res.writeHead(status, { 'content-type': type as string, 'cache-control': 'no-cache' });
         },
-        onResponseData(_c: unknown, chunk: Buffer) {
-          out.push(chunk);
+        onResponseData(c: { pause(): void; resume(): void }, chunk: Buffer) {
+          if (!streaming) out.push(chunk);
+          else if (!res.write(chunk)) {
+            c.pause();
+            res.once('drain', () => c.resume());
+          }
         },
         onResponseEnd() {
+          if (streaming) {
+            res.end();
+            return;
+          }
           const answer = out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out);
           res.writeHead(status, {
             'content-type': type ?? 'application/octet-stream',

@@ -15,7 +15,7 @@ export interface BenchSettings {
    * and the best round of each is reported: on a shared machine the least disturbed run (BENCH_ROUNDS, default 2).
    */
   rounds: number;
-  /** Sequential requests per streaming variant (BENCH_STREAM_REQUESTS, default 50). */
+  /** Sequential requests per streaming variant (BENCH_STREAM_REQUESTS, default 500). */
   streamRequests: number;
   /** Webhook jobs in the backlog drained for deliveries/s (BENCH_WEBHOOK_BACKLOG, default 10 000). */
   webhookBacklog: number;
