@@ -8,6 +8,7 @@
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { ResolvedApp } from '../shared/contracts/seams.ts';
+import { sendsTo } from '../shared/http/upstream-dispatch.ts';
 import type { Logger } from '../shared/log.ts';
 import type { GatewayState, RunTarget } from './context.ts';
 import type { RunMode } from './metrics.ts';
@@ -191,10 +192,12 @@ export class CallContext {
     // pipe() and three listeners instead of pipeline(): the same outcome (an error in the body cuts the
     // connection; a caller going away, or an error of the response, lets the body go — and the
     // replica's slot with it) for about half the set-up on the way to the first chunk of a stream.
+    // An app's streamed answer skips even the pipe: undici's handler writes each chunk into the response.
     const src = body as Readable;
     src.on('error', () => res.destroy());
     res.on('error', () => src.destroy());
     res.once('close', () => src.destroy());
-    src.pipe(res);
+    if (sendsTo(src)) src.sendTo(res);
+    else src.pipe(res);
   }
 }

@@ -1,11 +1,15 @@
+import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { text } from 'node:stream/consumers';
+import { finished } from 'node:stream/promises';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../../test/harness/process.ts';
 import { CallAbort } from '../call-abort.ts';
 import { ApiError } from '../errors.ts';
-import { type DispatchCall, dispatchUpstream, readsWhole } from './upstream-dispatch.ts';
+import { type DispatchCall, dispatchUpstream, readsWhole, sendsTo } from './upstream-dispatch.ts';
 
 // A real app stand-in: each path answers one way.
 const connections = new Set<number>();
@@ -13,6 +17,9 @@ let server: Server;
 let agent: Agent;
 let upstream: string;
 const stalled: ServerResponse[] = [];
+/** '/flood' writes this much as fast as its connection takes it (waiting for 'drain'). */
+const FLOOD_BYTES = 64 * 1024 * 1024;
+const flood = { written: 0, done: false };
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -40,6 +47,25 @@ beforeAll(async () => {
           res.writeHead(200, { 'content-type': 'Text/Event-Stream', 'content-length': 12 });
           res.end('data: hi\n\n\n\n');
           return;
+        case '/flood': {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          const chunk = Buffer.alloc(64 * 1024, 'a');
+          flood.written = 0;
+          flood.done = false;
+          const more = () => {
+            while (flood.written < FLOOD_BYTES) {
+              flood.written += chunk.length;
+              if (!res.write(chunk)) {
+                res.once('drain', more);
+                return;
+              }
+            }
+            flood.done = true;
+            res.end();
+          };
+          more();
+          return;
+        }
         case '/stall-body':
           res.writeHead(200, { 'content-length': 10 });
           res.write('half');
@@ -176,5 +202,108 @@ describe('readsWhole', () => {
     expect(readsWhole({ 'content-length': '1e1' }, 10)).toBe(false);
     expect(readsWhole({ 'content-length': '2', 'content-type': 'text/event-stream' }, 10)).toBe(false);
     expect(readsWhole({ 'content-length': '2' }, undefined)).toBe(false);
+  });
+});
+
+/**
+ * A sink as the caller's response is one: collects what it is handed; past `holdAfter` bytes it takes
+ * nothing more (its write callbacks wait, so no 'drain') until `release()`.
+ */
+function sink(holdAfter = Number.POSITIVE_INFINITY) {
+  const held: Array<() => void> = [];
+  const got: Buffer[] = [];
+  let taken = 0;
+  let open = true;
+  const w = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      got.push(chunk);
+      taken += chunk.length;
+      if (open && taken <= holdAfter) cb();
+      else {
+        open = false;
+        held.push(cb);
+      }
+    },
+  });
+  return Object.assign(w, {
+    /** Bytes it took (its write callbacks may still wait). */
+    taken: () => taken,
+    text: () => Buffer.concat(got).toString(),
+    release() {
+      open = true;
+      holdAfter = Number.POSITIVE_INFINITY;
+      for (const cb of held.splice(0)) cb();
+    },
+  });
+}
+
+describe('a streamed answer written straight into a sink (sendTo)', () => {
+  it('writes what came with the head first, then each chunk as it comes, and ends the sink; the body closes', async () => {
+    for (const [path, expected] of [
+      ['events', 'data: hi\n\n\n\n'], // head, event and end in one read: held before the sink is there
+      ['chunked', 'one,two'], // the second chunk comes 20 ms later, straight to the sink
+    ] as const) {
+      const res = await dispatchUpstream(call(path));
+      const body = res.body as NonNullable<typeof res.body>;
+      if (!sendsTo(body)) throw new Error('not a direct body');
+      const out = sink();
+      body.sendTo(out);
+      await finished(out);
+      expect(out.text(), path).toBe(expected);
+      await finished(body); // ends and closes with the answer (the replica's slot goes with 'close')
+      expect(body.closed, path).toBe(true);
+    }
+  });
+
+  it('stops reading while the sink is full and goes on at its drain, so a slow caller holds the app back', async () => {
+    const res = await dispatchUpstream(call('flood'));
+    const body = res.body as NonNullable<typeof res.body>;
+    if (!sendsTo(body)) throw new Error('not a direct body');
+    const out = sink(1024 * 1024);
+    body.sendTo(out);
+    // Once the sink stops taking and nothing reads the connection, the app's writes stop at what the
+    // sockets' buffers hold (without the pause, the gateway would take the whole flood into memory).
+    await waitFor(
+      'the app to be held back',
+      async () => {
+        const before = flood.written;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return out.taken() > 1024 * 1024 && flood.written === before && !flood.done;
+      },
+      20_000,
+      0,
+    );
+    expect(flood.done).toBe(false);
+    // Handed to the sink after it said no: at most the rest of one read of the connection.
+    expect(out.writableLength).toBeLessThan(256 * 1024);
+    out.release();
+    await finished(out);
+    expect(flood.done).toBe(true);
+    expect(out.taken()).toBe(FLOOD_BYTES);
+  });
+
+  it('errors the body with the reason and leaves the sink open when the call is aborted mid-stream', async () => {
+    const abort = new AbortController();
+    const res = await dispatchUpstream(call('stall-body', { signal: abort.signal, wholeUpTo: 4 }));
+    const body = res.body as NonNullable<typeof res.body>;
+    if (!sendsTo(body)) throw new Error('not a direct body');
+    const out = sink();
+    body.sendTo(out);
+    const failed = once(body, 'error');
+    abort.abort(new Error('client went away'));
+    const [err] = await failed;
+    expect((err as Error).message).toBe('client went away');
+    expect(out.writableEnded).toBe(false); // the caller cuts it (CallContext), so the truncation shows
+    expect(out.text()).toBe('half');
+  });
+
+  it('cuts the sink when the body was let go before it', async () => {
+    const res = await dispatchUpstream(call('stall-body', { wholeUpTo: 4 }));
+    const body = res.body as NonNullable<typeof res.body>;
+    if (!sendsTo(body)) throw new Error('not a direct body');
+    body.destroy();
+    const out = sink();
+    body.sendTo(out);
+    expect(out.destroyed).toBe(true);
   });
 });

@@ -3,7 +3,8 @@
  * (`wholeUpTo`, by its Content-Length; never an event stream) is collected whole before the promise
  * settles: no body stream, no request-API handler and no promise over the body per call, which is how
  * most sync calls end (docs/benchmarks.md, "undici's dispatch API"). Any other answer comes as a
- * stream, with undici's back-pressure. Failures map as `callUpstream`'s (refused → 502, too slow → 504).
+ * stream, with undici's back-pressure; the gateway has it written straight into the caller's response
+ * (`sendsTo`). Failures map as `callUpstream`'s (refused → 502, too slow → 504).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
@@ -17,6 +18,31 @@ export interface DispatchCall extends Omit<UpstreamCall, 'signal'> {
   signal?: CallSignal;
   /** Answers with a Content-Length up to this many bytes are read whole (`AppResponse.whole`). */
   wholeUpTo?: number;
+}
+
+/** Where a streamed answer can be written straight to: the caller's response (a node:http ServerResponse). */
+export interface BodySink {
+  write(chunk: Buffer): boolean;
+  end(): unknown;
+  destroy(): unknown;
+  once(event: 'drain', listener: () => void): unknown;
+  readonly destroyed: boolean;
+}
+
+/**
+ * A streamed answer that can skip its stream: `sendTo(sink)` writes what it holds, then each chunk
+ * from undici's handler as it is parsed, and ends the sink with the answer (in the same turn as its
+ * last chunk when they come together: one write). The connection pauses while the sink is full and
+ * resumes on its 'drain'. The Readable itself still ends and closes with the answer (the replica's slot
+ * and the caller's signal go with its 'close'); destroying it aborts the call as before, and a failed
+ * answer errors it (the caller of sendTo cuts the sink on that error, as with a pipe).
+ */
+export interface SendsTo {
+  sendTo(sink: BodySink): void;
+}
+
+export function sendsTo(body: unknown): body is NodeJS.ReadableStream & SendsTo {
+  return body instanceof AnswerBody;
 }
 
 export function dispatchUpstream(call: DispatchCall): Promise<AppResponse> {
@@ -85,9 +111,9 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
     this.#resolve({ statusCode, headers, body });
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#chunks) this.#chunks.push(chunk);
-    else if (this.#body && !this.#body.push(chunk)) controller.pause();
+    else this.#body?.add(chunk);
   }
 
   onResponseEnd(): void {
@@ -118,22 +144,63 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
 }
 
 /** A streamed answer: reading resumes the connection; destroying it before its end aborts the call. */
-class AnswerBody extends Readable {
+class AnswerBody extends Readable implements SendsTo {
   readonly #controller: Dispatcher.DispatchController;
   #over = false;
+  #complete = false;
+  #sink: BodySink | undefined;
+  #waiting = false;
 
   constructor(controller: Dispatcher.DispatchController) {
     super();
     this.#controller = controller;
   }
 
+  /** A chunk of the answer: to the sink once there is one, else into the stream's buffer. */
+  add(chunk: Buffer): void {
+    const sink = this.#sink;
+    if (!sink) {
+      if (!this.push(chunk)) this.#controller.pause();
+    } else if (!sink.destroyed && !sink.write(chunk)) this.#wait(sink);
+  }
+
+  sendTo(sink: BodySink): void {
+    if (this.destroyed) {
+      // The answer failed (or was let go) before the caller's response was ready: cut it, as a pipe's error would.
+      sink.destroy();
+      return;
+    }
+    this.#sink = sink;
+    // What came before the sink (the head and a first event can arrive in one read) goes first.
+    const held = this.readableLength > 0 ? (this.read() as Buffer | null) : null;
+    if (held && !sink.write(held)) this.#wait(sink);
+    else this.#controller.resume();
+    if (this.#complete) sink.end();
+    // Flowing with nothing to hand out: the stream ends, then closes, when the answer does.
+    this.resume();
+  }
+
+  #wait(sink: BodySink): void {
+    if (this.#waiting) return;
+    this.#waiting = true;
+    this.#controller.pause();
+    sink.once('drain', () => {
+      this.#waiting = false;
+      if (!this.#over) this.#controller.resume();
+    });
+  }
+
   override _read(): void {
-    this.#controller.resume();
+    // With a sink, only its 'drain' resumes the connection.
+    if (!this.#sink) this.#controller.resume();
   }
 
   /** The answer is complete. */
   complete(): void {
     this.#over = true;
+    this.#complete = true;
+    // With the last chunk's write, when both came in one read: node corks a response's writes for the turn.
+    this.#sink?.end();
     this.push(null);
   }
 

@@ -12,6 +12,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
 import { createBalancer, DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
 import { createGateway, type Gateway } from '../../../src/gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../../../src/gateway/settings.ts';
@@ -107,6 +108,11 @@ beforeAll(async () => {
   });
   resolver.apps.push(
     app('hello', { functions: ['echo', 'sleep', 'boom', 'ticks', 'forever'] }),
+    // One slot: a call after a stream gets in only once the stream gave its slot back.
+    app('single', {
+      functions: ['echo', 'forever'],
+      scaling: effectiveScaling({ replicaConcurrency: 1, maxReplicas: 1 }),
+    }),
     app('nofns'),
     app('custom', { runtime: 'custom', upstream: recorder.url }),
     app('down', { upstream: `http://127.0.0.1:${await freePort()}` }),
@@ -384,6 +390,30 @@ describe('streaming', () => {
     ac.abort();
     await waitFor('generator closed', async () => existsSync(marker), 20_000);
     expect(readFileSync(marker, 'utf8')).toContain('closed');
+  });
+
+  it('gives the replica slot back when the caller goes away mid-stream, and the next call gets it', async () => {
+    const marker = join(dir, 'single-closed');
+    const ac = new AbortController();
+    const res = await fetch(`${base}/v4/${P}/single/forever`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'text/event-stream',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ marker }),
+      signal: ac.signal,
+    });
+    const reader = res.body?.getReader();
+    expect((await reader?.read())?.done).toBe(false);
+    // The stream holds the app's only slot: this call waits in the queue until it is given back.
+    const next = call(`/v4/${P}/single/echo`, { body: '{"after":"stream"}' });
+    ac.abort();
+    const r = await next; // with the slot never freed: 503 queue_timeout after 30 s
+    expect(r.status).toBe(200);
+    expect(r.json()).toEqual({ echo: { after: 'stream' } });
+    await waitFor('generator closed', async () => existsSync(marker), 20_000);
   });
 });
 
