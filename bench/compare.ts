@@ -15,7 +15,8 @@
  * writes an event stream on as it comes). Each SSE variant's CPU per streamed call is its process's CPU
  * over all its SSE calls, warm-up included (the others are idle meanwhile), with its write syscalls per call. Settings: COMPARE_ROUNDS (4),
  * COMPARE_ASYNC_ROUNDS (0), COMPARE_SECONDS (8), COMPARE_WARMUP_SECONDS (2), COMPARE_SSE_CALLS (60; 0
- * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), COMPARE_DELAY_MS (0: each connection's pause
+ * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), COMPARE_FUNCTION (echo; `first` for
+ * streamed calls under load), COMPARE_DELAY_MS (0: each connection's pause
  * after an answer in the sync rounds, for CPU per call at about the same rate), COMPARE_CHART_OPTIONS (0:
  * 1 runs every gateway with the chart's node options and malloc settings), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
  */
@@ -62,6 +63,8 @@ const FLOOR = num('COMPARE_FLOOR', 0) > 0;
 const CHART_OPTIONS = num('COMPARE_CHART_OPTIONS', 0) > 0;
 /** Sync rounds paced: each connection pauses this long after an answer (0: full speed). See LoadSpec.delayMs. */
 const DELAY_MS = num('COMPARE_DELAY_MS', 0);
+/** The function the sync rounds call: `first` makes them concurrent event streams (two events each). */
+const FUNCTION = process.env.COMPARE_FUNCTION ?? 'echo';
 /** Unmeasured SSE calls per variant first (with COMPARE_ROUNDS=0, also the gateways' only JIT warm-up). */
 const SSE_WARMUP = num('COMPARE_SSE_WARMUP', 10);
 
@@ -168,7 +171,7 @@ try {
     const order = async ? gateways : syncVariants;
     for (const g of r % 2 ? [...order].reverse() : order) {
       const spec = {
-        url: `${g.url}/echo${async ? '?async=true' : ''}`,
+        url: `${g.url}/${async ? 'echo?async=true' : FUNCTION}`,
         method: 'POST' as const,
         headers,
         body: ECHO_BODY,
