@@ -1,6 +1,7 @@
 /**
  * (3) Streaming: time to first event for a generator that yields at once, called directly on the
- * runtime, through nginx `proxy_pass` (unbuffered; when installed) and through the gateway. Sequential
+ * runtime, through nginx `proxy_pass` (unbuffered; when installed), through the bare Node proxy (the
+ * floor: bench/support/bare-proxy.ts) and through the gateway. Sequential
  * requests on keep-alive connections, alternating the variants so that machine noise hits all alike, in
  * an order that rotates each time round (a call right after another variant's comes out faster or
  * slower by up to ~0.1 ms, so every variant takes every place equally often); the clock runs from
@@ -57,13 +58,20 @@ async function timeToFirstEvent(
 
 export async function streaming(ctx: BenchContext): Promise<void> {
   const { report, settings } = ctx;
-  const [rt, gw, token] = await Promise.all([ctx.parts.runtime(), ctx.parts.gateway(), ctx.parts.token()]);
+  const [rt, gw, token, floor] = await Promise.all([
+    ctx.parts.runtime(),
+    ctx.parts.gateway(),
+    ctx.parts.token(),
+    ctx.parts.bareProxy(),
+  ]);
   const nginx = ctx.nginx
     ? await startNginx(ctx.nginx, rt.port, join(ctx.parts.logDir, 'nginx-sse'))
     : undefined;
   const variants = [
     { name: 'direct runtime', url: `${rt.url}/first`, headers: {} as Record<string, string> },
     ...(nginx ? [{ name: 'nginx proxy_pass → runtime', url: `${nginx.url}/first`, headers: {} }] : []),
+    // The floor: node:http + undici writing the event stream on, without the gateway's work.
+    { name: 'bare Node proxy → runtime', url: `${floor.url}/first`, headers: {} },
     {
       name: 'gateway → runtime',
       url: `${gw.url}/v4/${PROJECT}/${APP}/first`,
@@ -106,4 +114,5 @@ export async function streaming(ctx: BenchContext): Promise<void> {
     });
   ratio('direct', medians[0] ?? Number.NaN);
   if (nginx) ratio('nginx', medians[1] ?? Number.NaN);
+  ratio('bare Node proxy', medians.at(-2) ?? Number.NaN);
 }
