@@ -160,6 +160,8 @@ class Batch implements PullBatch<PulledMsg> {
   readonly #want: number;
   readonly #onEnd: (b: Batch, answered: boolean) => void;
   readonly #timer: NodeJS.Timeout;
+  /** When the pull is given up locally (performance.now()), also if its timer has not run yet. */
+  readonly #deadline: number;
   #got = 0;
   #queue: PulledMsg[] = [];
   #waiter: ((r: IteratorResult<PulledMsg>) => void) | undefined;
@@ -171,12 +173,20 @@ class Batch implements PullBatch<PulledMsg> {
     this.token = token;
     this.#want = want;
     this.#onEnd = onEnd;
+    this.#deadline = performance.now() + boundMs;
     this.#timer = setTimeout(() => this.end(), boundMs);
   }
 
   /** Takes `msg` if this pull still has room for it. */
   offer(msg: Msg): boolean {
     if (this.#ended || this.#got >= this.#want) return false;
+    // Past the bound the pull is given up, whichever the event loop runs first: its timer or the read
+    // of a message that reached the socket meanwhile (a process stopped and continued reads its socket
+    // first when epoll has events). Such a message's ack wait may have passed: another reader may hold it.
+    if (performance.now() >= this.#deadline) {
+      this.end();
+      return false;
+    }
     this.#got++;
     const m = new JobMsg(msg);
     const w = this.#waiter;

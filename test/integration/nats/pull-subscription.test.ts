@@ -235,11 +235,12 @@ describe('pull subscription', () => {
     const dir = mkdtempSync(join(tmpdir(), 'apphost-frozen-reader-'));
     const logFile = join(dir, 'reader.log');
     const said = () => readFileSync(logFile, 'utf8');
-    // Its pull waits 2 s on the server and is given up 2 s later (PULL_ANSWER_GRACE_MS).
+    // Its pull waits 5 s on the server (room for a busy machine between its pull and our publish) and is
+    // given up 2 s later (PULL_ANSWER_GRACE_MS).
     const reader = startProcess(
       'frozen-reader',
       process.execPath,
-      [join(import.meta.dirname, 'frozen-reader.ts'), nats.url, STREAM, 'frozen', '2000'],
+      [join(import.meta.dirname, 'frozen-reader.ts'), nats.url, STREAM, 'frozen', '5000'],
       { logFile },
     );
     let pid = 0;
@@ -261,8 +262,9 @@ describe('pull subscription', () => {
       expect(mine.map((m) => [text(m), m.info.deliveryCount])).toEqual([['0', 2]]);
       const held = mine[0] as PulledMsg;
       beat = setInterval(() => held.working(), 300);
-      // Frozen past its pull's local bound: on waking its timer ends the pull before its socket is read.
-      await new Promise((r) => setTimeout(r, 4_500));
+      // Frozen past its pull's local bound: on waking the pull is over, whether its timer runs first or the
+      // read of its socket (epoll reports the waiting message before the timer is due to run).
+      await new Promise((r) => setTimeout(r, 7_500));
       process.kill(pid, 'SIGCONT');
       await waitFor('the reader done', async () => said().includes('done'), WAIT_MS);
       expect(said()).not.toContain('got ');
