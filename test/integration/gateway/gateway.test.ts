@@ -326,17 +326,22 @@ describe('a response body that stalls', () => {
 });
 
 describe('streaming', () => {
-  it('passes each event through as the generator yields it, with the spec headers', async () => {
-    const gate = join(dir, 'gate-');
-    const res = await fetch(`${base}/v4/${P}/hello/ticks`, {
+  /** A streamed call (Accept: text/event-stream) with a JSON body, as a browser's fetch makes it. */
+  const stream = (path: string, body: unknown, signal?: AbortSignal) =>
+    fetch(`${base}${path}`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${token}`,
         accept: 'text/event-stream',
         'content-type': 'application/json',
       },
-      body: JSON.stringify({ count: 3, gate }),
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
     });
+
+  it('passes each event through as the generator yields it, with the spec headers', async () => {
+    const gate = join(dir, 'gate-');
+    const res = await stream(`/v4/${P}/hello/ticks`, { count: 3, gate });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     expect(res.headers.get('cache-control')).toBe('no-cache');
@@ -373,16 +378,7 @@ describe('streaming', () => {
   it('closes the generator in the runtime when the client hangs up', async () => {
     const marker = join(dir, 'forever-closed');
     const ac = new AbortController();
-    const res = await fetch(`${base}/v4/${P}/hello/forever`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        accept: 'text/event-stream',
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ marker }),
-      signal: ac.signal,
-    });
+    const res = await stream(`/v4/${P}/hello/forever`, { marker }, ac.signal);
     const reader = res.body?.getReader();
     await reader?.read();
     await reader?.read();
@@ -395,16 +391,7 @@ describe('streaming', () => {
   it('gives the replica slot back when the caller goes away mid-stream, and the next call gets it', async () => {
     const marker = join(dir, 'single-closed');
     const ac = new AbortController();
-    const res = await fetch(`${base}/v4/${P}/single/forever`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        accept: 'text/event-stream',
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ marker }),
-      signal: ac.signal,
-    });
+    const res = await stream(`/v4/${P}/single/forever`, { marker }, ac.signal);
     const reader = res.body?.getReader();
     expect((await reader?.read())?.done).toBe(false);
     // The stream holds the app's only slot: this call waits in the queue until it is given back.
