@@ -9,10 +9,10 @@
  * written to RESULTS.md. Take the bench lock (docs/benchmarks.md#where-the-202s-tail-comes-from-issue-16-eighth-round).
  */
 import { readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { pickLoadGenerator } from './support/load.ts';
 import { APP, BENCH_DIR, createParts, PROJECT, REPO_ROOT } from './support/parts.ts';
+import { loadAverageNow } from './support/report.ts';
 import { fmtMs, fmtRate, percentile } from './support/stats.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
@@ -29,10 +29,6 @@ interface Span {
 }
 
 const monoUs = () => Number(process.hrtime.bigint() / 1000n);
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' / ');
 
 /**
  * nats-server's GC cycles from its gctrace lines (`gc 12 @3.456s 1%: a+b+c ms clock, …`), placed on the
@@ -76,7 +72,7 @@ const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 let natsLog = '';
 let window: Span = { start: 0, end: 0 };
 const wallToMonoUs = monoUs() - Date.now() * 1000;
-const load0 = load();
+const load0 = loadAverageNow();
 let x: Awaited<ReturnType<typeof loadGen.run>>;
 try {
   // nats-server (started by the harness with this environment) prints each GC cycle to its log; only it.
@@ -130,7 +126,7 @@ const pauses = (kind: number) =>
     .filter((g) => g.kind === kind)
     .map(ms);
 const lines = [
-  `load average ${load0} at the start, ${load()} at the end`,
+  `load average ${load0} at the start, ${loadAverageNow()} at the end`,
   `wrk: ${fmtRate(x.rps, 'accepts/s')}, p50 ${fmtMs(x.p50Ms)}, p99 ${fmtMs(x.p99Ms)}, ${x.non2xx + x.errors} errors`,
   `inside the gateway (request in → 202 written), ${accepts.length} accepts: p50 ${fmtMs(percentile(accepts.map(ms), 50))}, ` +
     `p99 ${fmtMs(p99)}, max ${fmtMs(Math.max(...accepts.map(ms)))}`,
