@@ -81,6 +81,8 @@ function inspect(value: unknown): { depth: number; outOfRange?: string } {
  */
 export function checkCortexBody(body: Buffer): void {
   if (!isUtf8(body)) throw invalid('request body is not valid UTF-8');
+  // The usual body passes on its bytes, without a string, a parsed object or a regular expression.
+  if (isPlainJsonObject(body)) return;
   const text = body.toString('utf8');
   let parsed: unknown;
   try {
@@ -104,4 +106,152 @@ export function checkCortexBody(body: Buffer): void {
       `argument '${found.outOfRange}': number is out of range (a JSON number must fit a 64-bit float)`,
       { argument: found.outOfRange },
     );
+}
+
+// Bytes of JSON's syntax.
+const TAB = 0x09;
+const LINE_FEED = 0x0a;
+const CARRIAGE_RETURN = 0x0d;
+const SPACE = 0x20;
+const QUOTE = 0x22;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const COLON = 0x3a;
+const OPEN_ARRAY = 0x5b;
+const BACKSLASH = 0x5c;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+/** The characters a JSON escape may name after its backslash (besides `u`). */
+const ESCAPED = new Uint8Array(128);
+for (const ch of '"\\/bfnrt') ESCAPED[ch.charCodeAt(0)] = 1;
+const HEX = new Uint8Array(128);
+for (const ch of '0123456789abcdefABCDEF') HEX[ch.charCodeAt(0)] = 1;
+/** Whether each open container is an object (1) or an array (0); reused, the scan is synchronous. */
+const open = new Uint8Array(MAX_JSON_DEPTH);
+
+const skipSpace = (b: Buffer, i: number): number => {
+  let c = b[i];
+  while (c === SPACE || c === LINE_FEED || c === CARRIAGE_RETURN || c === TAB) c = b[++i];
+  return i;
+};
+
+/** The index after the string whose opening quote is before `i`, or -1 if it is not one. */
+function stringEnd(b: Buffer, i: number): number {
+  const n = b.length;
+  while (i < n) {
+    const c = b[i] as number;
+    if (c === QUOTE) return i + 1;
+    if (c < SPACE) return -1;
+    if (c === BACKSLASH) {
+      const e = b[i + 1] as number;
+      if (e === 0x75) {
+        // \uXXXX (a lone surrogate too: JSON.parse takes it)
+        if (
+          !(
+            HEX[b[i + 2] as number] &&
+            HEX[b[i + 3] as number] &&
+            HEX[b[i + 4] as number] &&
+            HEX[b[i + 5] as number]
+          )
+        )
+          return -1;
+        i += 6;
+      } else if (e < 128 && ESCAPED[e]) i += 2;
+      else return -1;
+    } else i++;
+  }
+  return -1;
+}
+
+const isDigit = (c: number | undefined) => c !== undefined && c >= ZERO && c <= NINE;
+
+/**
+ * The index after the number at `i`, or -1 if it is not one — or has an exponent or 309+ integer digits,
+ * the only numbers that may not fit a float (left to the full check).
+ */
+function numberEnd(b: Buffer, i: number): number {
+  if (b[i] === MINUS) i++;
+  const start = i;
+  if (b[i] === ZERO) i++;
+  else while (isDigit(b[i])) i++;
+  if (i === start || i - start >= 309 || isDigit(b[i])) return -1;
+  if (b[i] === DOT) {
+    const fraction = ++i;
+    while (isDigit(b[i])) i++;
+    if (i === fraction) return -1;
+  }
+  const c = b[i];
+  return c === 0x65 || c === 0x45 ? -1 : i;
+}
+
+const literalEnd = (b: Buffer, i: number, word: string): number => {
+  for (let k = 0; k < word.length; k++) if (b[i + k] !== word.charCodeAt(k)) return -1;
+  return i + word.length;
+};
+
+/**
+ * Whether `body` (valid UTF-8) is surely what checkCortexBody lets through: JSON (RFC 8259, as
+ * JSON.parse reads it) whose top value is an object, nested at most MAX_JSON_DEPTH deep, with no number
+ * that may not fit a float. It reads the bytes once and builds nothing. `false` means "not sure": the
+ * full check decides, with its own error message.
+ */
+export function isPlainJsonObject(b: Buffer): boolean {
+  let i = skipSpace(b, 0);
+  if (b[i] !== OPEN_OBJECT) return false;
+  let depth = 0;
+  for (;;) {
+    // A value starts at i.
+    const c = b[i];
+    if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      if (depth === MAX_JSON_DEPTH) return false;
+      const isObject = c === OPEN_OBJECT;
+      open[depth++] = isObject ? 1 : 0;
+      i = skipSpace(b, i + 1);
+      if (b[i] === (isObject ? CLOSE_OBJECT : CLOSE_ARRAY)) {
+        depth--;
+        i++;
+      } else if (isObject) {
+        if (b[i] !== QUOTE) return false;
+        i = stringEnd(b, i + 1);
+        if (i === -1) return false;
+        i = skipSpace(b, i);
+        if (b[i] !== COLON) return false;
+        i = skipSpace(b, i + 1);
+        continue;
+      } else continue;
+    } else if (c === QUOTE) i = stringEnd(b, i + 1);
+    else if (c === MINUS || isDigit(c)) i = numberEnd(b, i);
+    else if (c === 0x74) i = literalEnd(b, i, 'true');
+    else if (c === 0x66) i = literalEnd(b, i, 'false');
+    else if (c === 0x6e) i = literalEnd(b, i, 'null');
+    else return false;
+    if (i === -1) return false;
+    // After a value: a comma and the next one, or the end of containers.
+    for (;;) {
+      if (depth === 0) return skipSpace(b, i) === b.length;
+      i = skipSpace(b, i);
+      const isObject = open[depth - 1] === 1;
+      const d = b[i];
+      if (d === (isObject ? CLOSE_OBJECT : CLOSE_ARRAY)) {
+        depth--;
+        i++;
+        continue;
+      }
+      if (d !== COMMA) return false;
+      i = skipSpace(b, i + 1);
+      if (isObject) {
+        if (b[i] !== QUOTE) return false;
+        i = stringEnd(b, i + 1);
+        if (i === -1) return false;
+        i = skipSpace(b, i);
+        if (b[i] !== COLON) return false;
+        i = skipSpace(b, i + 1);
+      }
+      break;
+    }
+  }
 }
