@@ -77,3 +77,46 @@ describe('cachedRunTokenVerifier', () => {
     expect(v('b')).toBeInstanceOf(Promise);
   });
 });
+
+describe('cachedRunTokenVerifier: the token last answered', () => {
+  const claimsOf = (projectId: string): RunTokenClaims => ({
+    projectId,
+    expiresAt: new Date(4_000_000_000_000),
+    tokenId: projectId,
+  });
+
+  it('answers each token with its own claims when callers alternate', async () => {
+    const v = cachedRunTokenVerifier(async (tok) => claimsOf(`project-of-${tok}`), {
+      ttlMs: 60_000,
+      maxEntries: 10,
+    });
+    await v('a');
+    await v('b');
+    for (const tok of ['a', 'a', 'b', 'a', 'b', 'b', 'c']) {
+      expect((await v(tok)).projectId).toBe(`project-of-${tok}`);
+    }
+  });
+
+  it('verifies again once the repeated token is past its ttl or evicted', async () => {
+    let t = 1_000;
+    const calls: string[] = [];
+    const v = cachedRunTokenVerifier(
+      async (tok) => {
+        calls.push(tok);
+        return claimsOf(tok);
+      },
+      { ttlMs: 10_000, maxEntries: 2, now: () => t },
+    );
+    await v('x');
+    v('x');
+    v('x'); // the last answered
+    t = 11_001;
+    await v('x'); // past its ttl: verified again
+    expect(calls).toEqual(['x', 'x']);
+    v('x');
+    await v('y');
+    await v('z'); // evicts x, the last answered
+    await v('x');
+    expect(calls).toEqual(['x', 'x', 'y', 'z', 'x']);
+  });
+});

@@ -14,12 +14,21 @@ export function cachedRunTokenVerifier(
 ): (token: string) => MaybePromise<RunTokenClaims> {
   if (opts.ttlMs <= 0 || opts.maxEntries <= 0) return verify;
   const now = opts.now ?? Date.now;
-  const cache = new Map<string, { claims: RunTokenClaims; until: number }>();
+  type Entry = { claims: RunTokenClaims; until: number };
+  const cache = new Map<string, Entry>();
+  // The token last answered from the cache: a caller's repeated calls are matched by comparing the
+  // strings, without hashing the token (a few hundred characters, a new string per call) for the Map.
+  let lastToken: string | undefined;
+  let lastEntry: Entry | undefined;
+  const forget = (token: string): void => {
+    cache.delete(token);
+    if (token === lastToken) lastToken = lastEntry = undefined;
+  };
   const remember = (token: string, claims: RunTokenClaims, t: number): RunTokenClaims => {
     if (cache.size >= opts.maxEntries) {
       // Map iterates in insertion order: drop the oldest entry.
       const oldest = cache.keys().next().value;
-      if (oldest !== undefined) cache.delete(oldest);
+      if (oldest !== undefined) forget(oldest);
     }
     const exp = claims.expiresAt.getTime();
     cache.set(token, {
@@ -29,10 +38,16 @@ export function cachedRunTokenVerifier(
     return claims;
   };
   return (token) => {
-    const hit = cache.get(token);
+    const hit = token === lastToken ? lastEntry : cache.get(token);
     const t = now();
-    if (hit && hit.until > t) return hit.claims;
-    if (hit) cache.delete(token);
+    if (hit && hit.until > t) {
+      if (hit !== lastEntry) {
+        lastToken = token;
+        lastEntry = hit;
+      }
+      return hit.claims;
+    }
+    if (hit) forget(token);
     return verify(token).then((claims) => remember(token, claims, t));
   };
 }
