@@ -76,7 +76,9 @@ function withApp(
     if (target.path === '' || target.path.includes('/')) {
       throw new ApiError(ErrorCode.NotFound, 'name a function: POST /v4/<project_id>/<app_name>/<function>');
     }
-    if (app.functions && !app.functions.includes(decodeURIComponent(target.path))) {
+    // decodeURIComponent (a call into the runtime) only for a name with a `%`, as route() does.
+    const name = target.path.includes('%') ? decodeURIComponent(target.path) : target.path;
+    if (app.functions && !app.functions.includes(name)) {
       throw new ApiError(ErrorCode.NotFound, `app "${target.appName}" has no function "${target.path}"`);
     }
   }

@@ -231,6 +231,15 @@ describe('errors are JSON with the right status', () => {
     expectError(await call('/elsewhere'), 404, 'not_found');
   });
 
+  it("checks a Cortex function's name decoded: an encoded known name is called, an encoded unknown one is a 404", async () => {
+    const known = await call(`/v4/${P}/hello/ech%6F`, { body: '{"x":1}' });
+    expect(known.text).not.toMatch(/has no function/);
+    expect(known.status).toBe(200);
+    const unknown = await call(`/v4/${P}/hello/mis%73ing`);
+    expectError(unknown, 404, 'not_found');
+    expect(unknown.json().error.message).toMatch(/has no function "mis%73ing"/);
+  });
+
   it('405 for a GET', async () => {
     expectError(await call(`/v4/${P}/hello/echo`, { method: 'GET' }), 405, 'method_not_allowed');
   });
