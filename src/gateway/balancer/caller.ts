@@ -88,30 +88,76 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
     }
     return pool;
   };
-  const send = async (pool: AppPool, call: AppCall, first?: Lease): Promise<AppResponse> => {
+  const dispatch = (call: AppCall, lease: Lease) =>
+    dispatchUpstream({ ...call, dispatcher: deps.dispatcher, upstream: lease.replica.url });
+  /** An answer the app took (the call is the caller's now): the slot is held until its body closes. */
+  const taken = (res: AppResponse, lease: Lease): AppResponse => {
+    const { body } = res;
+    if (!body || body.destroyed || body.closed) lease.release();
+    else body.once('close', () => lease.release());
+    return res;
+  };
+  /** The attempt's outcome when the replica refused or could not be reached; rethrows any other failure. */
+  const refusedBy = async (res: AppResponse): Promise<Attempt<AppResponse>> => {
+    // Read to its end (bounded by the call's body timeout and signal) so the connection is reused.
+    if (res.body) await finished(res.body.resume()).catch(() => undefined);
+    return { refused: refusalOf(res) as Refusal };
+  };
+  const unreachable = (call: AppCall, err: unknown): Attempt<AppResponse> => {
+    const code = notConnected(err);
+    if (code && !call.signal?.aborted) return { refused: Refusal.Unreachable, detail: code };
+    throw err;
+  };
+  /**
+   * Through placeCall: a slot from the queue, and the retries after a refusal. `firstTry`, when given,
+   * is what the attempt on `first` already gave.
+   */
+  const place = async (
+    pool: AppPool,
+    call: AppCall,
+    first: Lease | undefined,
+    firstTry?: Attempt<AppResponse>,
+  ): Promise<AppResponse> => {
+    let known = firstTry;
     const attempt = async (lease: Lease): Promise<Attempt<AppResponse>> => {
+      if (known) {
+        const a = known;
+        known = undefined;
+        return a;
+      }
       let res: AppResponse;
       try {
-        res = await dispatchUpstream({ ...call, dispatcher: deps.dispatcher, upstream: lease.replica.url });
+        res = await dispatch(call, lease);
       } catch (err) {
-        const code = notConnected(err);
-        if (code && !call.signal?.aborted) return { refused: Refusal.Unreachable, detail: code };
-        throw err;
+        return unreachable(call, err);
       }
-      const refused = refusalOf(res);
-      if (!refused) return { value: res };
-      // Read to its end (bounded by the call's body timeout and signal) so the connection is reused.
-      if (res.body) await finished(res.body.resume()).catch(() => undefined);
-      return { refused };
+      return refusalOf(res) ? refusedBy(res) : { value: res };
     };
     const { value: res, lease } = await placeCall(pool, balancer.settings, attempt, {
       ...(call.signal ? { signal: call.signal } : {}),
       ...(first ? { first } : {}),
     });
-    const { body } = res;
-    if (!body || body.destroyed || body.closed) lease.release();
-    else body.once('close', () => lease.release());
-    return res;
+    return taken(res, lease);
+  };
+  /**
+   * With a slot already taken (the usual call) the first attempt is made here, without placeCall's
+   * promises and objects: only a refusal, or a connection that could not be made, goes on to it.
+   */
+  const send = (pool: AppPool, call: AppCall, first: Lease | undefined): Promise<AppResponse> => {
+    if (!first) return place(pool, call, undefined);
+    return dispatch(call, first).then(
+      (res) => (refusalOf(res) ? refusedBy(res).then((a) => place(pool, call, first, a)) : taken(res, first)),
+      (err: unknown) => {
+        let a: Attempt<AppResponse>;
+        try {
+          a = unreachable(call, err);
+        } catch (e) {
+          first.release();
+          throw e;
+        }
+        return place(pool, call, first, a);
+      },
+    );
   };
   const caller = ((app: ResolvedApp, call: AppCall) => {
     try {
