@@ -119,3 +119,92 @@ it('is what nats.js publishes with: the stored message carries the id header', a
   // and the same id through nats.js's own client is the duplicate of it
   expect((await jetstream(nc).publish('acked.header', 'h', { msgID: 'id-h' })).duplicate).toBe(true);
 });
+
+it('answers many more publishes in flight than it has slots, each with its own ack', async () => {
+  const own = createAckInbox(nc, { slots: 2 });
+  try {
+    const n = 300;
+    const answers = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        own.publish('acked.grow', `g${i}`, { msgID: `grow-${i}`, timeout: 5_000 }),
+      ),
+    );
+    expect(new Set(answers.map((a) => a.seq)).size).toBe(n);
+    const jsm = await jetstreamManager(nc);
+    for (const [i, a] of answers.entries()) {
+      expect(a.duplicate).toBe(false);
+      expect((await jsm.streams.getMessage(STREAM, { seq: a.seq }))?.string()).toBe(`g${i}`);
+    }
+    expect(own.pending()).toBe(0);
+  } finally {
+    own.close();
+  }
+});
+
+it('fails a publish whose ack never comes at its bound, while the others in flight are answered', async () => {
+  const own = createAckInbox(nc, { slots: 2 });
+  const sub = nc.subscribe('never.acked', { callback: () => undefined });
+  try {
+    const lost = own.publish('never.acked', 'x', { timeout: 300 }).catch((e: unknown) => e);
+    // It stays in its slot while others pass through and the slots grow around it.
+    const others = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => own.publish('acked.around', `a${i}`, { timeout: 5_000 })),
+    );
+    expect(others.every((a) => a.stream === STREAM)).toBe(true);
+    expect(own.pending()).toBe(1);
+    expect(await lost).toBeInstanceOf(TimeoutError);
+    expect(own.pending()).toBe(0);
+  } finally {
+    sub.unsubscribe();
+    own.close();
+  }
+});
+
+it('drops a late ack whose slot another publish holds now, and answers that one with its own ack', async () => {
+  // One slot: the late publish's token and the next one's share it.
+  const own = createAckInbox(nc, { slots: 1 });
+  const late: Array<() => void> = [];
+  const sub = nc.subscribe('slow.ack2', {
+    callback: (_err, msg) => {
+      late.push(() => msg.respond(JSON.stringify({ stream: 'NOT_THIS_ONE', seq: 424242 })));
+    },
+  });
+  const hold = nc.subscribe('held.ack', {
+    callback: (_err, msg) => {
+      late.push(() => msg.respond(JSON.stringify({ stream: STREAM, seq: 7 })));
+    },
+  });
+  try {
+    expect(await own.publish('slow.ack2', 'x', { timeout: 100 }).catch((e: unknown) => e)).toBeInstanceOf(
+      TimeoutError,
+    );
+    const waiting = own.publish('held.ack', 'y', { timeout: 5_000 });
+    await nc.flush();
+    expect(own.pending()).toBe(1);
+    (late.shift() as () => void)(); // the first publish's late ack, into the slot the second holds
+    await nc.flush();
+    expect(own.pending()).toBe(1);
+    (late.shift() as () => void)();
+    expect(await waiting).toMatchObject({ stream: STREAM, seq: 7 });
+    expect(own.pending()).toBe(0);
+  } finally {
+    sub.unsubscribe();
+    hold.unsubscribe();
+    own.close();
+  }
+});
+
+it('fails every publish still waiting when closed, however many slots they hold', async () => {
+  const own = createAckInbox(nc, { slots: 2 });
+  const sub = nc.subscribe('never.acked2', { callback: () => undefined });
+  try {
+    const waiting = Array.from({ length: 10 }, () =>
+      own.publish('never.acked2', 'x', { timeout: 60_000 }).catch((e: unknown) => e),
+    );
+    own.close();
+    for (const err of await Promise.all(waiting)) expect(String(err)).toMatch(/closed/);
+    expect(own.pending()).toBe(0);
+  } finally {
+    sub.unsubscribe();
+  }
+});
