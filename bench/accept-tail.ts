@@ -4,14 +4,15 @@
  * request's time inside the gateway and every GC pause) and nats-server with `GODEBUG=gctrace=1` (every
  * GC cycle in its log). Prints wrk's figures, the gateway's own p50/p99, and which share of the slowest
  * 1% of accepts overlapped a gateway GC, a nats-server GC cycle, or either, with the p99 of the accepts
- * that overlapped none. Settings: ACCEPT_TAIL_SECONDS (8), ACCEPT_TAIL_WARMUP_SECONDS (3),
+ * that overlapped none; the gateway's CPU per accept and mark-compacts per 10,000 accepts, and with
+ * `ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp` the bytes its scavenges promoted per request. Settings: ACCEPT_TAIL_SECONDS (8), ACCEPT_TAIL_WARMUP_SECONDS (3),
  * BENCH_CONNECTIONS (32), ACCEPT_TAIL_NODE_ARGS (more gateway flags, after the chart's). Nothing is
  * written to RESULTS.md. Take the bench lock (docs/benchmarks.md#where-the-202s-tail-comes-from-issue-16-eighth-round).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pickLoadGenerator } from './support/load.ts';
-import { APP, BENCH_DIR, createParts, PROJECT, REPO_ROOT } from './support/parts.ts';
+import { APP, BENCH_DIR, createParts, PROJECT, procCpuSeconds, REPO_ROOT } from './support/parts.ts';
 import { loadAverageNow } from './support/report.ts';
 import { fmtMs, fmtRate, percentile } from './support/stats.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
@@ -71,6 +72,8 @@ process.env.ACCEPT_TAIL_FILE = probeFile;
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 let natsLog = '';
 let window: Span = { start: 0, end: 0 };
+let cpu = 0;
+let gatewayLog = '';
 const wallToMonoUs = monoUs() - Date.now() * 1000;
 const load0 = loadAverageNow();
 let x: Awaited<ReturnType<typeof loadGen.run>>;
@@ -90,12 +93,15 @@ try {
   };
   if (WARMUP > 0) await loadGen.run(spec);
   window = { start: monoUs(), end: 0 };
+  const cpu0 = procCpuSeconds(gw.pid);
   x = await loadGen.run({ ...spec, durationSeconds: SECONDS });
+  cpu = procCpuSeconds(gw.pid) - cpu0;
   window.end = monoUs();
   natsLog = readFileSync(join(nats.dir, 'nats.log'), 'utf8');
 } finally {
   await parts.stop();
 }
+gatewayLog = readFileSync(join(parts.logDir, 'gateway.log'), 'utf8');
 
 const probe = JSON.parse(readFileSync(probeFile, 'utf8')) as { requests: number[]; gcs: number[][] };
 const accepts: Span[] = [];
@@ -139,5 +145,16 @@ const lines = [
   `accepts overlapping a nats-server GC cycle: ${share(accepts, onNats)} of all, ${share(slowest, onNats)} of the slowest 1%`,
   `slowest 1% overlapping either: ${share(slowest, (s) => onGw(s) || onNats(s))}; p99 of the accepts overlapping neither: ` +
     fmtMs(percentile(accepts.filter((s) => !onGw(s) && !onNats(s)).map(ms), 99)),
+  `gateway CPU per accept ${((cpu * 1000) / Math.max(1, accepts.length)).toFixed(3)} ms; ` +
+    `mark-compacts per 10,000 accepts ${((pauses(4).length * 10_000) / Math.max(1, accepts.length)).toFixed(2)}`,
 ];
+// With ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp: what the scavenges promoted over the gateway's life (warm-up included).
+const promoted = [...gatewayLog.matchAll(/\bgc=s\b.*?\bpromoted=(\d+)/g)].map((m) => Number(m[1]));
+if (promoted.length > 0) {
+  const bytes = promoted.reduce((a, b) => a + b, 0);
+  lines.push(
+    `promoted by ${promoted.length} scavenges: ${(bytes / 1e6).toFixed(1)} MB, ` +
+      `${(bytes / Math.max(1, probe.requests.length / 2)).toFixed(0)} bytes per request (warm-up included)`,
+  );
+}
 process.stdout.write(`${lines.join('\n')}\n`);
