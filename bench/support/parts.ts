@@ -93,6 +93,20 @@ export function chartGatewayMallocEnv(root = REPO_ROOT): Record<string, string> 
 }
 
 /**
+ * The bundled NATS servers' Go runtime env as the chart gives it (values.yaml `nats.bundled.goRuntime`,
+ * e.g. GOGC and GOMEMLIMIT), so the benchmark's nats-server collects garbage as a pod of the chart does.
+ * The environment the benchmark runs in wins (a trial of other settings: `GOGC=100 node bench/…`).
+ */
+export function chartNatsEnv(root = REPO_ROOT, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const values = parseYaml(readFileSync(join(root, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
+    nats?: { bundled?: { goRuntime?: Record<string, string | number> | null } };
+  };
+  return Object.fromEntries(
+    Object.entries(values.nats?.bundled?.goRuntime ?? {}).map(([k, v]) => [k, env[k] ?? String(v)]),
+  );
+}
+
+/**
  * The old generation's size V8 picks in a container with memory limit `limit` (a Kubernetes quantity):
  * Node hands V8 the cgroup limit, and V8 sizes the old generation at half of it on 64-bit (a `1Gi` pod:
  * 512 MiB, `heap_size_limit` 560 MiB with the young generation). The benchmark machine has no limit (V8:
@@ -293,7 +307,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
   });
 
   const nats = once(async () => {
-    const n = await startNats();
+    const n = await startNats({ env: chartNatsEnv() });
     stops.push(() => n.stop());
     return n;
   });

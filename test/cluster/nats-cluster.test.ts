@@ -50,6 +50,11 @@ describe('bundled NATS as a JetStream cluster', () => {
       expect(streams.find((s) => s.name === name)?.config?.num_replicas, name).toBe(3);
   });
 
+  it("runs each server with the chart's Go runtime settings (a memory limit below the pod's)", async () => {
+    const varz = (await monitor('apphost-nats-1', '/varz')) as { gomemlimit?: number };
+    expect(varz.gomemlimit).toBe(900 * 1024 * 1024);
+  });
+
   it('accepts and delivers an async run while a NATS pod is deleted', async () => {
     const delivered = new Set<string>();
     const receiver = createServer((req, res) => {

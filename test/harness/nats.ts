@@ -27,7 +27,8 @@ function natsServerPid(shellPid: number): number | undefined {
     .find((pid) => pid > 0 && readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'nats-server');
 }
 
-export async function startNats(): Promise<NatsServer> {
+/** `env`: more environment for the server (e.g. the chart's Go runtime settings, as the benchmark runs it). */
+export async function startNats(opts: { env?: Record<string, string> } = {}): Promise<NatsServer> {
   const dir = mkdtempSync(join(tmpdir(), 'apphost-nats-'));
   const [port, monitorPort] = await Promise.all([freePort(), freePort()]);
   let proc: ManagedProcess | undefined;
@@ -36,7 +37,7 @@ export async function startNats(): Promise<NatsServer> {
       'nats-server',
       binaryPath('nats-server'),
       ['-js', '-sd', join(dir, 'store'), '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort)],
-      { logFile: join(dir, 'nats.log') },
+      { logFile: join(dir, 'nats.log'), env: { ...process.env, ...opts.env } },
     );
     await waitFor(
       'nats-server /healthz?js-enabled-only=true',

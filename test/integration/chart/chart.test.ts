@@ -106,6 +106,19 @@ describe('charts/apphost', () => {
     expect(bad.code).not.toBe(0);
   });
 
+  it('gives the NATS servers the Go runtime env of nats.bundled.goRuntime (null: none); other names are refused', async () => {
+    const env = async (set: string[]) => {
+      const r = await run('helm', ['template', 'x', CHART, '--show-only', 'templates/nats.yaml', ...set]);
+      expect(r.code, r.stderr).toBe(0);
+      return [...r.stdout.matchAll(/name: (GO\w+)\n\s+value: "([^"]*)"/g)].map((m) => `${m[1]}=${m[2]}`);
+    };
+    expect(await env([])).toEqual(['GOGC=400', 'GOMEMLIMIT=900MiB']);
+    expect(await env(['--set', 'nats.bundled.goRuntime=null'])).toEqual([]);
+    expect(await env(['--set', 'nats.bundled.goRuntime.GOMAXPROCS=2'])).toContain('GOMAXPROCS=2');
+    const bad = await run('helm', ['template', 'x', CHART, '--set', 'nats.bundled.goRuntime.GODEBUG=x']);
+    expect(bad.code).not.toBe(0);
+  });
+
   it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
     const rendered = await run('helm', [
       'template',
