@@ -185,19 +185,22 @@ export function createGateway(deps: GatewayDeps): Gateway {
       // A call that reached a resolved app; async runs have their own record.
       if (mode !== 'async' && s.app && s.target) {
         const finishedAtMs = clock.now();
-        syncCalls.record({
-          requestId: s.requestId,
-          projectId: s.target.projectId,
-          appName: s.target.appName,
-          path: s.target.path,
-          status: ctx.status,
-          ...(s.errorCode ? { errorCode: s.errorCode, errorMessage: s.errorMessage ?? s.errorCode } : {}),
-          startedAtMs: s.startedAt,
-          finishedAtMs,
-          aborted,
-          streamed: mode === 'stream',
-          ...(s.webhookHost ? { webhookHost: s.webhookHost } : {}),
-        });
+        // The record is built only when the rate bounds admit it (under load most calls are over them),
+        // asked with the resolver's names (equal to the target's; their hashes are kept, not computed).
+        if (syncCalls.admit(s.app.projectId, s.app.appName, finishedAtMs))
+          syncCalls.recordAdmitted({
+            requestId: s.requestId,
+            projectId: s.target.projectId,
+            appName: s.target.appName,
+            path: s.target.path,
+            status: ctx.status,
+            ...(s.errorCode ? { errorCode: s.errorCode, errorMessage: s.errorMessage ?? s.errorCode } : {}),
+            startedAtMs: s.startedAt,
+            finishedAtMs,
+            aborted,
+            streamed: mode === 'stream',
+            ...(s.webhookHost ? { webhookHost: s.webhookHost } : {}),
+          });
       }
       // Labels only for apps that resolved: names from unauthenticated or unknown paths would let
       // any caller create unbounded metric series.

@@ -62,7 +62,8 @@ describe('syncCallRecord', () => {
 
 describe('createSyncCallLimiter', () => {
   it('admits at most perAppPerSecond per app and perSecond in all, each second anew', () => {
-    const admit = createSyncCallLimiter({ perAppPerSecond: 2, perSecond: 3 });
+    const limit = createSyncCallLimiter({ perAppPerSecond: 2, perSecond: 3 });
+    const admit = (app: string, ms: number) => limit('p', app, ms);
     const at = (ms: number) => T0 + ms;
     expect([admit('a', at(0)), admit('a', at(10)), admit('a', at(20))]).toEqual([true, true, false]);
     // Another app has its own share, within the total.
@@ -77,7 +78,7 @@ describe('createSyncCallLimiter', () => {
   });
 
   it('records nothing when perAppPerSecond is 0', () => {
-    expect(createSyncCallLimiter({ perAppPerSecond: 0, perSecond: 100 })('a', T0)).toBe(false);
+    expect(createSyncCallLimiter({ perAppPerSecond: 0, perSecond: 100 })('p', 'a', T0)).toBe(false);
   });
 });
 
@@ -101,6 +102,30 @@ describe('createSyncCallRecorder', () => {
     expect(sent.map(([s]) => s)).toEqual(['apphost.calls.p.a']);
     expect(JSON.parse(sent[0]?.[1] ?? '{}')).toMatchObject({ runId: 'req-1', mode: 'sync' });
     expect(skipped).toEqual(['rate', 'publish_failed']);
+  });
+
+  it('in two steps: admit takes a place within the bounds (one over them is skipped as rate), recordAdmitted publishes', () => {
+    const sent: string[] = [];
+    const skipped: string[] = [];
+    const rec = createSyncCallRecorder({
+      publish: (subject) => sent.push(subject),
+      settings: { perAppPerSecond: 1, perSecond: 10 },
+      skipped: (why) => skipped.push(why),
+    });
+    expect(rec.admit('p', 'a', T0)).toBe(true);
+    rec.recordAdmitted(call());
+    expect(rec.admit('p', 'a', T0 + 10)).toBe(false);
+    // The same app name in another project has its own share.
+    expect(rec.admit('q', 'a', T0 + 20)).toBe(true);
+    // record() and admit() share the bounds.
+    rec.record(call({ requestId: 'req-2', finishedAtMs: T0 + 30 }));
+    expect(sent).toHaveLength(1);
+    expect(skipped).toEqual(['rate', 'rate']);
+    const off = createSyncCallRecorder({
+      publish: () => {},
+      settings: { perAppPerSecond: 0, perSecond: 10 },
+    });
+    expect(off.admit('p', 'a', T0)).toBe(false);
   });
 
   it('drops records while NATS is disconnected instead of queueing them', () => {

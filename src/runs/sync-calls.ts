@@ -76,11 +76,14 @@ export function syncCallRecord(c: SyncCall): RunRecord {
  * Admits at most `perAppPerSecond` records per app and `perSecond` in all within each wall-clock
  * second. Memory: one counter per app seen in the current second.
  */
-export function createSyncCallLimiter(s: SyncCallSettings): (key: string, nowMs: number) => boolean {
+export function createSyncCallLimiter(
+  s: SyncCallSettings,
+): (projectId: string, appName: string, nowMs: number) => boolean {
   let second = -1;
   let total = 0;
-  const perApp = new Map<string, number>();
-  return (key, nowMs) => {
+  // project → app → records this second: no joined key string to build and hash per call.
+  const perApp = new Map<string, Map<string, number>>();
+  return (projectId, appName, nowMs) => {
     if (s.perAppPerSecond <= 0) return false;
     const now = Math.floor(nowMs / 1000);
     if (now !== second) {
@@ -89,9 +92,14 @@ export function createSyncCallLimiter(s: SyncCallSettings): (key: string, nowMs:
       perApp.clear();
     }
     if (total >= s.perSecond) return false;
-    const n = perApp.get(key) ?? 0;
+    let apps = perApp.get(projectId);
+    if (!apps) {
+      apps = new Map();
+      perApp.set(projectId, apps);
+    }
+    const n = apps.get(appName) ?? 0;
     if (n >= s.perAppPerSecond) return false;
-    perApp.set(key, n + 1);
+    apps.set(appName, n + 1);
     total++;
     return true;
   };
@@ -100,6 +108,14 @@ export function createSyncCallLimiter(s: SyncCallSettings): (key: string, nowMs:
 export interface SyncCallRecorder {
   /** Records the call if the rate bounds allow it; never throws, never waits. */
   record(call: SyncCall): void;
+  /**
+   * `record` in two steps, for a caller that builds the call only when it is to be recorded (under load
+   * most calls are over the rate bounds): whether a call of this app, finished at `finishedAtMs`, is
+   * within them (taking its place; one over them is counted as skipped), then `recordAdmitted`.
+   */
+  admit(projectId: string, appName: string, finishedAtMs: number): boolean;
+  /** Records a call `admit` let through; never throws, never waits. */
+  recordAdmitted(call: SyncCall): void;
 }
 
 export type SyncCallSkip = 'rate' | 'disconnected' | 'publish_failed';
@@ -116,25 +132,37 @@ export function createSyncCallRecorder(deps: {
   /** A call not recorded, and why (metrics). */
   skipped?: (why: SyncCallSkip) => void;
 }): SyncCallRecorder {
-  const admit = createSyncCallLimiter(deps.settings);
+  const limit = createSyncCallLimiter(deps.settings);
+  const admit = (projectId: string, appName: string, finishedAtMs: number): boolean => {
+    if (deps.settings.perAppPerSecond <= 0) return false;
+    if (limit(projectId, appName, finishedAtMs)) return true;
+    deps.skipped?.('rate');
+    return false;
+  };
+  const recordAdmitted = (call: SyncCall): void => {
+    // Called from the access log's 'close' listener: a throw here would be an uncaught exception.
+    try {
+      if (deps.connected && !deps.connected()) {
+        deps.skipped?.('disconnected');
+        return;
+      }
+      deps.publish(syncCallSubject(call.projectId, call.appName), JSON.stringify(syncCallRecord(call)));
+    } catch {
+      // A closed connection or a record that cannot be written: not worth more than the call.
+      deps.skipped?.('publish_failed');
+    }
+  };
   return {
     record(call) {
-      // Called from the access log's 'close' listener: a throw here would be an uncaught exception.
       try {
-        if (deps.settings.perAppPerSecond <= 0) return;
-        if (!admit(`${call.projectId}/${call.appName}`, call.finishedAtMs)) {
-          deps.skipped?.('rate');
-          return;
-        }
-        if (deps.connected && !deps.connected()) {
-          deps.skipped?.('disconnected');
-          return;
-        }
-        deps.publish(syncCallSubject(call.projectId, call.appName), JSON.stringify(syncCallRecord(call)));
+        if (!admit(call.projectId, call.appName, call.finishedAtMs)) return;
       } catch {
-        // A closed connection or a record that cannot be written: not worth more than the call.
         deps.skipped?.('publish_failed');
+        return;
       }
+      recordAdmitted(call);
     },
+    admit,
+    recordAdmitted,
   };
 }
