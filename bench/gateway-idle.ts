@@ -9,7 +9,9 @@
  * /var/run/secrets/kubernetes.io/serviceaccount, in a private mount namespace (`unshare -m`, root only), no
  * KUBECONFIG and an empty HOME; IDLE_ACCESS=kubeconfig a kubeconfig file instead. Settings: IDLE_ROUNDS (3),
  * IDLE_SECONDS (5). A variant's node flags come after the chart's in NODE_OPTIONS (so they win, e.g.
- * `--no-enable-source-maps`). Nothing is written to RESULTS.md.
+ * `--max-semi-space-size=4`). The chart's options are this checkout's for every variant: to measure a commit
+ * as its own chart ran it, give its difference as flags (before the ninth round the chart also passed
+ * `--enable-source-maps`). Nothing is written to RESULTS.md.
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';

@@ -6,7 +6,7 @@
  * as its ~95 modules, +6.5 bundled). docs/benchmarks.md, "The gateway bundled (issue 16, seventh round)".
  *
  * The source map is written next to the bundle (`main.js.map`, chained to tsc's maps: it names src/*.ts)
- * but not linked from it: Node would load it at start under the chart's --enable-source-maps, ~10 MiB of
+ * but not linked from it: Node would load it at start under --enable-source-maps, ~10 MiB of
  * an idle gateway. Stack traces name the bundle's lines; its `// dist/<module>.js` comments say which module
  * a line is from, and the map translates offline.
  *

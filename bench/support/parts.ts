@@ -68,18 +68,14 @@ export function tempDir(prefix: string): string {
 /**
  * The gateway's NODE_OPTIONS as a pod of the chart gets them, so the benchmark gateway runs as a pod does:
  * first the heap V8 would size from the pod's memory limit (podHeapOptions), then the chart's own
- * (templates/gateway.yaml: `--enable-source-maps`, then values.yaml `gateway.nodeOptions`, e.g. the young
- * generation's size), which win. BENCH_GATEWAY_NODE_ARGS come after them on the command line, so they win.
+ * (templates/gateway.yaml: values.yaml `gateway.nodeOptions` alone, e.g. the young generation's size; not
+ * the image's `--enable-source-maps`), which win. BENCH_GATEWAY_NODE_ARGS come after them on the command line, so they win.
  */
 export function chartGatewayNodeOptions(root = REPO_ROOT): string {
   const values = parseYaml(readFileSync(join(root, 'charts', 'apphost', 'values.yaml'), 'utf8')) as {
     gateway?: { nodeOptions?: string; resources?: { limits?: { memory?: string } } };
   };
-  return [
-    podHeapOptions(values.gateway?.resources?.limits?.memory),
-    '--enable-source-maps',
-    values.gateway?.nodeOptions ?? '',
-  ]
+  return [podHeapOptions(values.gateway?.resources?.limits?.memory), values.gateway?.nodeOptions ?? '']
     .join(' ')
     .trim();
 }

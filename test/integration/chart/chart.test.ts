@@ -80,17 +80,19 @@ describe('charts/apphost', () => {
     expect(await env(['--set', 'gateway.processes=auto'])).toBe('auto');
   });
 
-  it("gives the gateway NODE_OPTIONS: the image's --enable-source-maps, then gateway.nodeOptions", async () => {
+  it("gives the gateway NODE_OPTIONS of gateway.nodeOptions alone, without the image's --enable-source-maps", async () => {
     const env = async (set: string[]) => {
       const r = await run('helm', ['template', 'x', CHART, '--show-only', 'templates/gateway.yaml', ...set]);
       expect(r.code, r.stderr).toBe(0);
       return /name: NODE_OPTIONS\n\s+value: "([^"]*)"/.exec(r.stdout)?.[1];
     };
-    expect(await env([])).toBe('--enable-source-maps --max-semi-space-size=8');
+    expect(await env([])).toBe('--max-semi-space-size=8');
     expect(await env(['--set', 'gateway.nodeOptions=--max-semi-space-size=4 --max-old-space-size=256'])).toBe(
-      '--enable-source-maps --max-semi-space-size=4 --max-old-space-size=256',
+      '--max-semi-space-size=4 --max-old-space-size=256',
     );
-    expect(await env(['--set', 'gateway.nodeOptions='])).toBe('--enable-source-maps');
+    // Empty, the variable still overrides the image's NODE_OPTIONS.
+    expect(await env(['--set', 'gateway.nodeOptions='])).toBe('');
+    expect(await env(['--set', 'gateway.nodeOptions=--enable-source-maps'])).toBe('--enable-source-maps');
   });
 
   it('gives the gateway the glibc malloc env of gateway.malloc (null: none); other names are refused', async () => {
