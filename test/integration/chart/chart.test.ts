@@ -101,9 +101,13 @@ describe('charts/apphost', () => {
       expect(r.code, r.stderr).toBe(0);
       return [...r.stdout.matchAll(/name: (MALLOC_\w+)\n\s+value: "([^"]*)"/g)].map((m) => `${m[1]}=${m[2]}`);
     };
-    expect(await env([])).toEqual(['MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+    expect(await env([])).toEqual([
+      'MALLOC_ARENA_MAX=2',
+      'MALLOC_MMAP_THRESHOLD_=131072',
+      'MALLOC_TRIM_THRESHOLD_=131072',
+    ]);
     expect(await env(['--set', 'gateway.malloc=null'])).toEqual([]);
-    expect(await env(['--set', 'gateway.malloc.MALLOC_ARENA_MAX=2'])).toContain('MALLOC_ARENA_MAX=2');
+    expect(await env(['--set', 'gateway.malloc.MALLOC_ARENA_MAX=4'])).toContain('MALLOC_ARENA_MAX=4');
     const bad = await run('helm', ['template', 'x', CHART, '--set', 'gateway.malloc.LD_PRELOAD=x']);
     expect(bad.code).not.toBe(0);
   });
