@@ -57,7 +57,10 @@ export interface AckInbox extends JetStreamPublisher {
  */
 export const ACK_BOUND_CHECK_MS = 50;
 
-/** Slots of a new inbox (a power of two); doubled when the next token's slot is still taken. */
+/**
+ * Slots of a new inbox (a power of two). When the next token's slot is still taken, that token is skipped
+ * for the next free slot, or the slots double when half of them are taken.
+ */
 export const ACK_INBOX_FIRST_SLOTS = 64;
 
 export interface AckInboxOptions {
@@ -210,8 +213,13 @@ export function createAckInbox(nc: NatsConnection, opts: AckInboxOptions = {}): 
     raw: boolean,
     h: Uint8Array | undefined,
   ): Promise<T> => {
-    const token = next++;
-    if (s.tokens[token % s.size] !== -1) grow(token);
+    let token = next++;
+    if (s.tokens[token % s.size] !== -1) {
+      // A publish that waits long (its ack lost) would double the slots every time the tokens come round
+      // to it: its token's slot is passed over instead, until half of the slots are taken.
+      if (count * 2 >= s.size) grow(token);
+      else while (s.tokens[token % s.size] !== -1) token = next++;
+    }
     const slot = token % s.size;
     const promise = new Promise<T>(capture);
     s.tokens[slot] = token;

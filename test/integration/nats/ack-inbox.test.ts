@@ -142,11 +142,16 @@ it('answers many more publishes in flight than it has slots, each with its own a
 });
 
 it('fails a publish whose ack never comes at its bound, while the others in flight are answered', async () => {
-  const own = createAckInbox(nc, { slots: 2 });
+  const own = createAckInbox(nc, { slots: 4 });
   const sub = nc.subscribe('never.acked', { callback: () => undefined });
   try {
-    const lost = own.publish('never.acked', 'x', { timeout: 300 }).catch((e: unknown) => e);
-    // It stays in its slot while others pass through and the slots grow around it.
+    const lost = own.publish('never.acked', 'x', { timeout: 1_000 }).catch((e: unknown) => e);
+    // One at a time, the tokens come round to its slot again and again: passed over, not overwritten.
+    for (let i = 0; i < 10; i++) {
+      expect((await own.publish('acked.around', `b${i}`, { timeout: 5_000 })).stream).toBe(STREAM);
+      expect(own.pending()).toBe(1);
+    }
+    // Many at once: the slots grow around it.
     const others = await Promise.all(
       Array.from({ length: 20 }, (_, i) => own.publish('acked.around', `a${i}`, { timeout: 5_000 })),
     );
