@@ -47,6 +47,8 @@ export interface AckInbox extends JetStreamPublisher {
   request(subject: string, payload: string | Uint8Array, opts: { timeout: number }): Promise<Msg>;
   /** Publishes and requests still waiting for their answer. */
   pending(): number;
+  /** Slots the waiting publishes have now: grown for a burst in flight, shrunk back after it. */
+  slots(): number;
   /** Stops the reply subscription; waiting publishes fail. */
   close(): void;
 }
@@ -148,6 +150,22 @@ export function createAckInbox(nc: NatsConnection, opts: AckInboxOptions = {}): 
   const grow = (token: number) => {
     let size = s.size * 2;
     while (occupied(token, size)) size *= 2;
+    resize(size);
+  };
+  /**
+   * Halves grown slots once an eighth or fewer of them wait (they double at a half: no flapping), if the
+   * waiting tokens still differ modulo half the size (no two in slots `i` and `i + half`). A burst in
+   * flight (a NATS server's pause or failover) grows them, and every bound check reads all of them, so
+   * they must not keep that size after it.
+   */
+  const shrink = () => {
+    const half = s.size / 2;
+    if (half < first || count * 4 > half) return;
+    for (let i = 0; i < half; i++) if (s.tokens[i] !== -1 && s.tokens[i + half] !== -1) return;
+    resize(half);
+  };
+  /** New slot arrays of `size`, each waiting publish in its token's slot. */
+  const resize = (size: number) => {
     const old = s;
     s = slots(size);
     for (let i = 0; i < old.size; i++) {
@@ -175,8 +193,13 @@ export function createAckInbox(nc: NatsConnection, opts: AckInboxOptions = {}): 
     for (let slot = 0; slot < s.size; slot++) {
       if (s.tokens[slot] !== -1 && (s.deadlines[slot] as number) <= now) free(slot)(new TimeoutError());
     }
-    if (count > 0) timer?.refresh();
-    else armed = false;
+    if (count > 0) {
+      shrink();
+      timer?.refresh();
+    } else {
+      armed = false;
+      if (s.size > first) s = slots(first);
+    }
   };
   const arm = () => {
     if (armed) return;
@@ -257,6 +280,7 @@ export function createAckInbox(nc: NatsConnection, opts: AckInboxOptions = {}): 
     },
     request: (subject, payload, o) => send<Msg>(subject, payload, o.timeout, true, undefined),
     pending: () => count,
+    slots: () => s.size,
     close() {
       if (!nc.isClosed()) sub.unsubscribe();
       clearTimeout(timer);

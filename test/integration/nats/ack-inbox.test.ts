@@ -6,7 +6,7 @@
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection, TimeoutError } from '@nats-io/transport-node';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { isRevisionConflict } from '../../../src/runs/store.ts';
 import { type AckInbox, createAckInbox } from '../../../src/shared/nats/ack-inbox.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
@@ -211,5 +211,48 @@ it('fails every publish still waiting when closed, however many slots they hold'
     expect(own.pending()).toBe(0);
   } finally {
     sub.unsubscribe();
+  }
+});
+
+it('gives the slots grown for a burst back once the last publish waiting has failed at its bound', async () => {
+  const own = createAckInbox(nc, { slots: 4 });
+  const sub = nc.subscribe('never.acked3', { callback: () => undefined });
+  try {
+    const lost = own.publish('never.acked3', 'x', { timeout: 300 }).catch((e: unknown) => e);
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => own.publish('acked.shrink', `s${i}`, { timeout: 5_000 })),
+    );
+    expect(own.slots()).toBeGreaterThan(4);
+    expect(await lost).toBeInstanceOf(TimeoutError);
+    expect(own.slots()).toBe(4);
+  } finally {
+    sub.unsubscribe();
+    own.close();
+  }
+});
+
+it('halves the slots grown for a burst while a slow publish still waits, and still answers it', async () => {
+  const own = createAckInbox(nc, { slots: 4 });
+  let answer: (() => void) | undefined;
+  const sub = nc.subscribe('held.ack3', {
+    callback: (_err, msg) => {
+      answer = () => msg.respond(JSON.stringify({ stream: STREAM, seq: 9 }));
+    },
+  });
+  try {
+    const held = own.publish('held.ack3', 'x', { timeout: 60_000 });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => own.publish('acked.halve', `h${i}`, { timeout: 5_000 })),
+    );
+    expect(own.slots()).toBeGreaterThan(4);
+    // The bound check (every ACK_BOUND_CHECK_MS) halves them while the held one waits.
+    await vi.waitFor(() => expect(own.slots()).toBe(4), { timeout: 10_000, interval: 20 });
+    expect(own.pending()).toBe(1);
+    (answer as () => void)();
+    expect(await held).toMatchObject({ stream: STREAM, seq: 9 });
+    expect(own.pending()).toBe(0);
+  } finally {
+    sub.unsubscribe();
+    own.close();
   }
 });
