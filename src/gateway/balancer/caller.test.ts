@@ -63,3 +63,58 @@ describe('createAppCaller without reported replicas', () => {
     expect(balancer.find('p', 'a')?.snapshot().inflight).toBe(0);
   });
 });
+
+/** A dispatcher that answers the calls in turn as `steps` say: a status (and refusal header), or an error code. */
+const scripted = (steps: Array<{ status: number; refused?: string } | { error: string }>) =>
+  ({
+    dispatch(_opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+      const step = steps.shift() ?? { status: 200 };
+      const controller = { abort() {}, pause() {}, resume() {} } as unknown as Dispatcher.DispatchController;
+      handler.onRequestStart?.(controller, {});
+      if ('error' in step) {
+        handler.onResponseError?.(controller, Object.assign(new Error(step.error), { code: step.error }));
+        return true;
+      }
+      const headers: Record<string, string> = { 'content-length': '2' };
+      if (step.refused) headers['x-apphost-refused'] = step.refused;
+      handler.onResponseStart?.(controller, step.status, headers, 'OK');
+      handler.onResponseData?.(controller, Buffer.from('{}'));
+      handler.onResponseEnd?.(controller, {});
+      return true;
+    },
+  }) as unknown as Dispatcher;
+
+describe('createAppCaller: the first attempt on a slot already taken', () => {
+  const app: ResolvedApp = {
+    projectId: 'p',
+    appName: 'a',
+    runtime: 'custom',
+    upstream: 'http://127.0.0.1:1',
+    ready: true,
+    gracePeriodSeconds: 30,
+  };
+  const settings = { ...DEFAULT_BALANCER_SETTINGS, capacityBlockMs: 0, unreachableBlockMs: 0 };
+
+  it('gives its slot back when the call fails otherwise than by a refusal (a timeout)', async () => {
+    const balancer = createBalancer(settings);
+    const caller = createAppCaller({
+      balancer,
+      dispatcher: scripted([{ error: 'UND_ERR_HEADERS_TIMEOUT' }]),
+      replicasReported: false,
+    });
+    await expect(caller(app, call)).rejects.toMatchObject({ status: 504 });
+    expect(balancer.find('p', 'a')?.snapshot().inflight).toBe(0);
+  });
+
+  it('goes on after a refusal or a refused connection, and holds no slot once answered', async () => {
+    const balancer = createBalancer(settings);
+    const caller = createAppCaller({
+      balancer,
+      dispatcher: scripted([{ status: 429, refused: 'at_capacity' }, { error: 'ECONNREFUSED' }, { status: 200 }]),
+      replicasReported: false,
+    });
+    const res = await caller(app, call);
+    expect(res.statusCode).toBe(200);
+    expect(balancer.find('p', 'a')?.snapshot().inflight).toBe(0);
+  });
+});
