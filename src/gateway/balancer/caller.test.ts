@@ -110,7 +110,11 @@ describe('createAppCaller: the first attempt on a slot already taken', () => {
     const balancer = createBalancer(settings);
     const caller = createAppCaller({
       balancer,
-      dispatcher: scripted([{ status: 429, refused: 'at_capacity' }, { error: 'ECONNREFUSED' }, { status: 200 }]),
+      dispatcher: scripted([
+        { status: 429, refused: 'at_capacity' },
+        { error: 'ECONNREFUSED' },
+        { status: 200 },
+      ]),
       replicasReported: false,
     });
     const res = await caller(app, call);
