@@ -18,6 +18,16 @@ const answering = (seen: string[]) =>
     },
   }) as unknown as Dispatcher;
 
+/** One app without reported replicas, its single upstream a fixed URL. */
+const app: ResolvedApp = {
+  projectId: 'p',
+  appName: 'a',
+  runtime: 'custom',
+  upstream: 'http://127.0.0.1:1',
+  ready: true,
+  gracePeriodSeconds: 30,
+};
+
 const call = {
   path: 'f',
   query: '',
@@ -39,14 +49,6 @@ describe('createAppCaller without reported replicas', () => {
     };
     const seen: string[] = [];
     const caller = createAppCaller({ balancer, dispatcher: answering(seen), replicasReported: false });
-    const app: ResolvedApp = {
-      projectId: 'p',
-      appName: 'a',
-      runtime: 'custom',
-      upstream: 'http://127.0.0.1:1',
-      ready: true,
-      gracePeriodSeconds: 30,
-    };
     for (let i = 0; i < 3; i++) expect((await caller(app, call)).whole?.toString()).toBe('{}');
     expect(told).toEqual(['http://127.0.0.1:1']);
     await caller({ ...app, upstream: 'http://127.0.0.1:2' }, call);
@@ -85,14 +87,6 @@ const scripted = (steps: Array<{ status: number; refused?: string } | { error: s
   }) as unknown as Dispatcher;
 
 describe('createAppCaller: the first attempt on a slot already taken', () => {
-  const app: ResolvedApp = {
-    projectId: 'p',
-    appName: 'a',
-    runtime: 'custom',
-    upstream: 'http://127.0.0.1:1',
-    ready: true,
-    gracePeriodSeconds: 30,
-  };
   const settings = { ...DEFAULT_BALANCER_SETTINGS, capacityBlockMs: 0, unreachableBlockMs: 0 };
 
   it('gives its slot back when the call fails otherwise than by a refusal (a timeout)', async () => {
