@@ -4,6 +4,7 @@
  * the token expires or `ttlMs` passes, whichever is first — so a key removed from the key set stops
  * being honoured at most `ttlMs` later.
  */
+import { sameStringInConstantTime } from '../shared/constant-time.ts';
 import type { MaybePromise } from '../shared/contracts/seams.ts';
 import type { RunTokenClaims, RunTokenVerifier } from '../shared/run-tokens.ts';
 
@@ -18,6 +19,8 @@ export function cachedRunTokenVerifier(
   const cache = new Map<string, Entry>();
   // The token last answered from the cache: a caller's repeated calls are matched by comparing the
   // strings, without hashing the token (a few hundred characters, a new string per call) for the Map.
+  // A live bearer token against what a caller sent: compared in constant time, not with `===`, which
+  // stops at the first differing character.
   let lastToken: string | undefined;
   let lastEntry: Entry | undefined;
   const forget = (token: string): void => {
@@ -38,7 +41,8 @@ export function cachedRunTokenVerifier(
     return claims;
   };
   return (token) => {
-    const hit = token === lastToken ? lastEntry : cache.get(token);
+    const hit =
+      lastToken !== undefined && sameStringInConstantTime(token, lastToken) ? lastEntry : cache.get(token);
     const t = now();
     if (hit && hit.until > t) {
       if (hit !== lastEntry) {
