@@ -188,6 +188,15 @@ function numberEnd(b: Buffer, i: number): number {
   return c === 0x65 || c === 0x45 ? -1 : i;
 }
 
+/** The index of a member's value: after its key (the opening quote at `i`), its colon and the spaces; or -1. */
+function memberValueStart(b: Buffer, i: number): number {
+  if (b[i] !== QUOTE) return -1;
+  const end = stringEnd(b, i + 1);
+  if (end === -1) return -1;
+  const colon = skipSpace(b, end);
+  return b[colon] === COLON ? skipSpace(b, colon + 1) : -1;
+}
+
 const literalEnd = (b: Buffer, i: number, word: string): number => {
   for (let k = 0; k < word.length; k++) if (b[i + k] !== word.charCodeAt(k)) return -1;
   return i + word.length;
@@ -215,12 +224,8 @@ export function isPlainJsonObject(b: Buffer): boolean {
         depth--;
         i++;
       } else if (isObject) {
-        if (b[i] !== QUOTE) return false;
-        i = stringEnd(b, i + 1);
+        i = memberValueStart(b, i);
         if (i === -1) return false;
-        i = skipSpace(b, i);
-        if (b[i] !== COLON) return false;
-        i = skipSpace(b, i + 1);
         continue;
       } else continue;
     } else if (c === QUOTE) i = stringEnd(b, i + 1);
@@ -244,12 +249,8 @@ export function isPlainJsonObject(b: Buffer): boolean {
       if (d !== COMMA) return false;
       i = skipSpace(b, i + 1);
       if (isObject) {
-        if (b[i] !== QUOTE) return false;
-        i = stringEnd(b, i + 1);
+        i = memberValueStart(b, i);
         if (i === -1) return false;
-        i = skipSpace(b, i);
-        if (b[i] !== COLON) return false;
-        i = skipSpace(b, i + 1);
       }
       break;
     }
