@@ -145,6 +145,22 @@ describe('createSyncCallRecorder', () => {
     expect(skipped).toEqual(['disconnected']);
   });
 
+  it('admit never throws, also when counting a call over the bounds fails (it runs in a close listener)', () => {
+    const skipped: string[] = [];
+    const rec = createSyncCallRecorder({
+      publish: () => {},
+      settings: { perAppPerSecond: 1, perSecond: 10 },
+      skipped: (why) => {
+        if (why === 'rate') throw new Error('metrics registry gone');
+        skipped.push(why);
+      },
+    });
+    expect(rec.admit('p', 'a', 1_000)).toBe(true);
+    expect(() => rec.admit('p', 'a', 1_000)).not.toThrow();
+    expect(rec.admit('p', 'a', 1_000)).toBe(false);
+    expect(skipped).toEqual(['publish_failed', 'publish_failed']);
+  });
+
   it('does not throw on a call it cannot turn into a record', () => {
     const skipped: string[] = [];
     const rec = createSyncCallRecorder({

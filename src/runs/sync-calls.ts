@@ -111,7 +111,8 @@ export interface SyncCallRecorder {
   /**
    * `record` in two steps, for a caller that builds the call only when it is to be recorded (under load
    * most calls are over the rate bounds): whether a call of this app, finished at `finishedAtMs`, is
-   * within them (taking its place; one over them is counted as skipped), then `recordAdmitted`.
+   * within them (taking its place; one over them is counted as skipped), then `recordAdmitted`. Never
+   * throws, never waits.
    */
   admit(projectId: string, appName: string, finishedAtMs: number): boolean;
   /** Records a call `admit` let through; never throws, never waits. */
@@ -134,9 +135,14 @@ export function createSyncCallRecorder(deps: {
 }): SyncCallRecorder {
   const limit = createSyncCallLimiter(deps.settings);
   const admit = (projectId: string, appName: string, finishedAtMs: number): boolean => {
-    if (deps.settings.perAppPerSecond <= 0) return false;
-    if (limit(projectId, appName, finishedAtMs)) return true;
-    deps.skipped?.('rate');
+    // Also called from the access log's 'close' listener: a throw here would be an uncaught exception.
+    try {
+      if (deps.settings.perAppPerSecond <= 0) return false;
+      if (limit(projectId, appName, finishedAtMs)) return true;
+      deps.skipped?.('rate');
+    } catch {
+      deps.skipped?.('publish_failed');
+    }
     return false;
   };
   const recordAdmitted = (call: SyncCall): void => {
@@ -154,13 +160,7 @@ export function createSyncCallRecorder(deps: {
   };
   return {
     record(call) {
-      try {
-        if (!admit(call.projectId, call.appName, call.finishedAtMs)) return;
-      } catch {
-        deps.skipped?.('publish_failed');
-        return;
-      }
-      recordAdmitted(call);
+      if (admit(call.projectId, call.appName, call.finishedAtMs)) recordAdmitted(call);
     },
     admit,
     recordAdmitted,
