@@ -15,32 +15,32 @@ import { join } from 'node:path';
 import { pickLoadGenerator } from './support/load.ts';
 import {
   APP,
-  BENCH_DIR,
   chartNatsEnv,
-  createParts,
   natsServerPid,
   PROJECT,
   procCpuSeconds,
   procStatusBytes,
   REPO_ROOT,
 } from './support/parts.ts';
-import { loadAverageNow } from './support/report.ts';
+import { envNumber, loadAverageNow } from './support/report.ts';
 import { fmtBytes, fmtMs, fmtRate, percentile } from './support/stats.ts';
-import { monoUs, natsGcSpans, overlapsAny, readProbe, type Span, share, spanMs } from './support/tail.ts';
+import {
+  monoUs,
+  natsGcSpans,
+  overlapsAny,
+  probedParts,
+  readProbe,
+  type Span,
+  share,
+  spanMs,
+} from './support/tail.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
-const num = (name: string, def: number) => Number(process.env[name] ?? def);
-const SECONDS = num('ACCEPT_TAIL_SECONDS', 8);
-const WARMUP = num('ACCEPT_TAIL_WARMUP_SECONDS', 3);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
-const extraArgs = (process.env.ACCEPT_TAIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const SECONDS = envNumber('ACCEPT_TAIL_SECONDS', 8);
+const WARMUP = envNumber('ACCEPT_TAIL_WARMUP_SECONDS', 3);
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
 
-const parts = createParts({
-  gatewayLogLevel: 'warn',
-  gatewayNodeArgs: ['--import', join(BENCH_DIR, 'support', 'accept-probe.ts'), ...extraArgs],
-});
-const probeFile = join(parts.logDir, 'accept-tail.json');
-process.env.ACCEPT_TAIL_FILE = probeFile;
+const { parts, probeFile } = probedParts('accept-tail', 'ACCEPT_TAIL_NODE_ARGS');
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 let natsLog = '';
 let window: Span = { start: 0, end: 0 };

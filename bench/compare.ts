@@ -44,29 +44,29 @@ import {
   startNodeChild,
   writeSyscalls,
 } from './support/parts.ts';
+import { envNumber } from './support/report.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
-const num = (name: string, def: number) => Number(process.env[name] ?? def);
-const ROUNDS = num('COMPARE_ROUNDS', 4);
-const ASYNC_ROUNDS = num('COMPARE_ASYNC_ROUNDS', 0);
-const SECONDS = num('COMPARE_SECONDS', 8);
-const WARMUP = num('COMPARE_WARMUP_SECONDS', 2);
-const SSE_CALLS = num('COMPARE_SSE_CALLS', 60);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
-const FLOOR = num('COMPARE_FLOOR', 0) > 0;
+const ROUNDS = envNumber('COMPARE_ROUNDS', 4);
+const ASYNC_ROUNDS = envNumber('COMPARE_ASYNC_ROUNDS', 0);
+const SECONDS = envNumber('COMPARE_SECONDS', 8);
+const WARMUP = envNumber('COMPARE_WARMUP_SECONDS', 2);
+const SSE_CALLS = envNumber('COMPARE_SSE_CALLS', 60);
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
+const FLOOR = envNumber('COMPARE_FLOOR', 0) > 0;
 /**
  * With 1, every gateway runs with the chart's NODE_OPTIONS and malloc settings (as `make bench` and a
  * pod run it: `--max-semi-space-size=8`, the pod's heap size), before the variant's own flags. Without
  * them V8 sizes each process's young generation from its own history (16–128 MiB seen in one run), and
  * gateways of the same commit then differed by up to 15% in CPU per call for a whole run.
  */
-const CHART_OPTIONS = num('COMPARE_CHART_OPTIONS', 0) > 0;
+const CHART_OPTIONS = envNumber('COMPARE_CHART_OPTIONS', 0) > 0;
 /** Sync rounds paced: each connection pauses this long after an answer (0: full speed). See LoadSpec.delayMs. */
-const DELAY_MS = num('COMPARE_DELAY_MS', 0);
+const DELAY_MS = envNumber('COMPARE_DELAY_MS', 0);
 /** The function the sync rounds call: `first` makes them concurrent event streams (two events each). */
 const FUNCTION = process.env.COMPARE_FUNCTION ?? 'echo';
 /** Unmeasured SSE calls per variant first (with COMPARE_ROUNDS=0, also the gateways' only JIT warm-up). */
-const SSE_WARMUP = num('COMPARE_SSE_WARMUP', 10);
+const SSE_WARMUP = envNumber('COMPARE_SSE_WARMUP', 10);
 
 const specs = process.argv.slice(2).map((arg) => {
   const m = /^([\w.-]+)=([^:]+)(?::(.*))?$/.exec(arg);

@@ -26,13 +26,13 @@ import {
   STOP_GRACE_MS,
   startNodeChild,
 } from './support/parts.ts';
+import { envNumber } from './support/report.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
-const num = (name: string, def: number) => Number(process.env[name] ?? def);
-const ROUNDS = num('FLOOR_ROUNDS', 2);
-const SECONDS = num('FLOOR_SECONDS', 5);
-const WARMUP = num('FLOOR_WARMUP_SECONDS', 2);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
+const ROUNDS = envNumber('FLOOR_ROUNDS', 2);
+const SECONDS = envNumber('FLOOR_SECONDS', 5);
+const WARMUP = envNumber('FLOOR_WARMUP_SECONDS', 2);
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
 
 const specs = process.argv.slice(2).map((arg) => {
   const m = /^([\w.-]+)=([^:]*)(?::(.*))?$/.exec(arg);

@@ -1,34 +1,15 @@
-/**
- * `node bench/sync-tail.ts`: where the sync call's added p99 comes from (the twin of accept-tail.ts). The
- * sync load (wrk, c=32, POST echo as `bench/run.ts sync`) against the benchmark gateway with
- * bench/support/accept-probe.ts loaded, then the same load straight to the runtime. Prints wrk's figures for
- * both, the gateway's own time per call split at the upstream call (request in → upstream dispatched →
- * upstream's head parsed → answer written), and which share of the slowest 1% of calls overlapped a
- * gateway GC pause or a late event-loop turn (a 5 ms timer run > 1 ms late), with the p99 of the calls that
- * overlapped neither. Settings: SYNC_TAIL_SECONDS (8), SYNC_TAIL_WARMUP_SECONDS (3), BENCH_CONNECTIONS
- * (32), SYNC_TAIL_NODE_ARGS (more gateway flags, after the chart's). Nothing is written to RESULTS.md.
- * Take the bench lock (docs/benchmarks.md#where-the-sync-calls-tail-comes-from-issue-16-ninth-round).
- */
-import { join } from 'node:path';
 import { pickLoadGenerator } from './support/load.ts';
-import { APP, BENCH_DIR, createParts, PROJECT, REPO_ROOT } from './support/parts.ts';
-import { loadAverageNow } from './support/report.ts';
+import { APP, PROJECT, REPO_ROOT } from './support/parts.ts';
+import { envNumber, loadAverageNow } from './support/report.ts';
 import { fmtMs, fmtRate, percentile } from './support/stats.ts';
-import { monoUs, overlapsAny, readProbe, type Span, share, spanMs } from './support/tail.ts';
+import { monoUs, overlapsAny, probedParts, readProbe, type Span, share, spanMs } from './support/tail.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
-const num = (name: string, def: number) => Number(process.env[name] ?? def);
-const SECONDS = num('SYNC_TAIL_SECONDS', 8);
-const WARMUP = num('SYNC_TAIL_WARMUP_SECONDS', 3);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
-const extraArgs = (process.env.SYNC_TAIL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const SECONDS = envNumber('SYNC_TAIL_SECONDS', 8);
+const WARMUP = envNumber('SYNC_TAIL_WARMUP_SECONDS', 3);
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
 
-const parts = createParts({
-  gatewayLogLevel: 'warn',
-  gatewayNodeArgs: ['--import', join(BENCH_DIR, 'support', 'accept-probe.ts'), ...extraArgs],
-});
-const probeFile = join(parts.logDir, 'sync-tail.json');
-process.env.ACCEPT_TAIL_FILE = probeFile;
+const { parts, probeFile } = probedParts('sync-tail', 'SYNC_TAIL_NODE_ARGS');
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 let window: Span = { start: 0, end: 0 };
 const load0 = loadAverageNow();

@@ -89,6 +89,9 @@ function versionOf(cmd: string, args: string[]): string {
   return `${r.stdout ?? ''}${r.stderr ?? ''}`.trim().split('\n')[0] ?? 'unknown';
 }
 
+/** A number setting of a benchmark tool from the environment, or its default. */
+export const envNumber = (name: string, def: number): number => Number(process.env[name] ?? def);
+
 export const loadAverageNow = () =>
   loadavg()
     .map((l) => l.toFixed(2))

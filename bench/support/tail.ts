@@ -4,6 +4,8 @@
  * bench/support/accept-probe.ts wrote from inside the benchmark gateway.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BENCH_DIR, createParts, type Parts } from './parts.ts';
 
 /** An interval in µs of CLOCK_MONOTONIC. */
 export interface Span {
@@ -107,4 +109,19 @@ export function readProbe(file: string): Probe {
 /** `100 * matching / all` as "12.3%". */
 export function share<T>(xs: readonly T[], pred: (x: T) => boolean): string {
   return `${((100 * xs.filter(pred).length) / Math.max(1, xs.length)).toFixed(1)}%`;
+}
+
+/**
+ * The benchmark parts with accept-probe.ts loaded into the gateway (then the flags in `nodeArgsEnv`), and
+ * the file the probe writes (`<tool>.json` in the parts' log directory).
+ */
+export function probedParts(tool: string, nodeArgsEnv: string): { parts: Parts; probeFile: string } {
+  const extraArgs = (process.env[nodeArgsEnv] ?? '').split(' ').filter(Boolean);
+  const parts = createParts({
+    gatewayLogLevel: 'warn',
+    gatewayNodeArgs: ['--import', join(BENCH_DIR, 'support', 'accept-probe.ts'), ...extraArgs],
+  });
+  const probeFile = join(parts.logDir, `${tool}.json`);
+  process.env.ACCEPT_TAIL_FILE = probeFile;
+  return { parts, probeFile };
 }
