@@ -38,8 +38,9 @@ async function buildDist(): Promise<string> {
       timeout: BUILD_TIMEOUT_MS,
     },
   );
-  await bundleGatewayEntry(join(app, 'dist', 'gateway', 'main.js'));
+  // Before bundling: esbuild resolves the gateway's packages from the bundled file's folder upwards.
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(app, 'node_modules'));
+  await bundleGatewayEntry(join(app, 'dist', 'gateway', 'main.js'));
   writeFileSync(join(app, 'package.json'), readFileSync(join(REPO_ROOT, 'package.json')));
   return join(app, 'dist', 'cli', 'main.js');
 }
