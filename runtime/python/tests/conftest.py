@@ -203,6 +203,13 @@ def multiline():
     yield ["not", "text"]
 
 
+def _mark_closed(marker):
+    # Written aside, then renamed: the test polls for the file and must never read it half-written.
+    with open(f"{marker}.tmp", "w") as f:
+        f.write("closed")
+    os.replace(f"{marker}.tmp", marker)
+
+
 def forever(marker):
     try:
         i = 0
@@ -211,8 +218,7 @@ def forever(marker):
             i += 1
             time.sleep(0.05)
     finally:
-        with open(marker, "w") as f:
-            f.write("closed")
+        _mark_closed(marker)
 
 
 async def aforever(marker):
@@ -223,8 +229,7 @@ async def aforever(marker):
             i += 1
             await asyncio.sleep(0.05)
     finally:
-        with open(marker, "w") as f:
-            f.write("closed")
+        _mark_closed(marker)
 
 
 def stream_fails():
