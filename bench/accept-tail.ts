@@ -4,7 +4,8 @@
  * request's time inside the gateway and every GC pause) and nats-server with `GODEBUG=gctrace=1` (every
  * GC cycle in its log). Prints wrk's figures, the gateway's own p50/p99, and which share of the slowest
  * 1% of accepts overlapped a gateway GC, a nats-server GC cycle, or either, with the p99 of the accepts
- * that overlapped none; the gateway's CPU per accept and mark-compacts per 10,000 accepts, and with
+ * that overlapped none; the gateway's CPU per accept, scavenges and mark-compacts per 10,000 accepts and
+ * peak RSS (VmHWM, warm-up included), and with
  * `ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp` the bytes its scavenges promoted per request; nats-server's env
  * (the chart's nats.bundled.goRuntime), CPU per accept and peak RSS. Settings: ACCEPT_TAIL_SECONDS (8), ACCEPT_TAIL_WARMUP_SECONDS (3),
  * BENCH_CONNECTIONS (32), ACCEPT_TAIL_NODE_ARGS (more gateway flags, after the chart's). Nothing is
@@ -48,6 +49,7 @@ const wallToMonoUs = monoUs() - Date.now() * 1000;
 const load0 = loadAverageNow();
 let x: Awaited<ReturnType<typeof loadGen.run>>;
 let natsPeak = 0;
+let gwPeak = 0;
 let cpu = 0;
 let gatewayLog = '';
 let natsCpuMs = 0;
@@ -73,6 +75,7 @@ try {
   x = await loadGen.run({ ...spec, durationSeconds: SECONDS });
   cpu = procCpuSeconds(gw.pid) - gwCpu0;
   window.end = monoUs();
+  gwPeak = procStatusBytes(gw.pid, 'VmHWM');
   natsCpuMs = (procCpuSeconds(natsPid) - cpu0) * 1000;
   natsPeak = procStatusBytes(natsPid, 'VmHWM');
   natsLog = readFileSync(join(nats.dir, 'nats.log'), 'utf8');
@@ -100,7 +103,7 @@ const lines = [
   `load average ${load0} at the start, ${loadAverageNow()} at the end`,
   `wrk: ${fmtRate(x.rps, 'accepts/s')}, p50 ${fmtMs(x.p50Ms)}, p99 ${fmtMs(x.p99Ms)}, ${x.non2xx + x.errors} errors`,
   `inside the gateway (request in → 202 written), ${accepts.length} accepts: p50 ${fmtMs(percentile(accepts.map(ms), 50))}, ` +
-    `p99 ${fmtMs(p99)}, max ${fmtMs(Math.max(...accepts.map(ms)))}`,
+    `p99 ${fmtMs(p99)}, max ${fmtMs(accepts.reduce((m, a) => Math.max(m, ms(a)), 0))}`,
   `gateway GC: ${pauses(1).length} scavenges (p50 ${fmtMs(percentile(pauses(1), 50))}, max ${fmtMs(Math.max(0, ...pauses(1)))}), ` +
     `${pauses(4).length} mark-compacts (p50 ${fmtMs(percentile(pauses(4), 50))}, max ${fmtMs(Math.max(0, ...pauses(4)))})`,
   `nats-server (${Object.entries(chartNatsEnv())
@@ -116,7 +119,8 @@ const lines = [
   `slowest 1% overlapping either: ${share(slowest, (s) => onGw(s) || onNats(s))}; p99 of the accepts overlapping neither: ` +
     fmtMs(percentile(accepts.filter((s) => !onGw(s) && !onNats(s)).map(ms), 99)),
   `gateway CPU per accept ${((cpu * 1000) / Math.max(1, accepts.length)).toFixed(3)} ms; ` +
-    `mark-compacts per 10,000 accepts ${((pauses(4).length * 10_000) / Math.max(1, accepts.length)).toFixed(2)}`,
+    `mark-compacts per 10,000 accepts ${((pauses(4).length * 10_000) / Math.max(1, accepts.length)).toFixed(2)}; ` +
+    `scavenges per 10,000 accepts ${((pauses(1).length * 10_000) / Math.max(1, accepts.length)).toFixed(1)}; peak RSS ${fmtBytes(gwPeak)}`,
 ];
 // With ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp: what the scavenges promoted over the gateway's life (warm-up included).
 const promoted = [...gatewayLog.matchAll(/\bgc=s\b.*?\bpromoted=(\d+)/g)].map((m) => Number(m[1]));
