@@ -302,3 +302,40 @@ checks it against each piece's own formula.
 {{- printf "%s://%s" (ternary "https" "http" (ne .Values.ingress.api.tlsSecretName "")) .Values.ingress.api.host -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+Bytes of a Kubernetes memory quantity ("1Gi", "512Mi", "1G", "900M", "129e6", 1073741824), as a float.
+Binary suffixes Ki Mi Gi Ti Pi Ei are powers of 1024; decimal ones k M G T P E and an exponent (e6) powers of
+10; m is a thousandth. Anything else fails, naming the value.
+*/}}
+{{- define "apphost.kubeBytes" -}}
+{{- $s := toString .value | trim -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $s -}}
+{{- $suffix := trimPrefix $num $s -}}
+{{- $units := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 -}}
+{{- $factor := 0.0 -}}
+{{- if hasKey $units $suffix -}}
+{{- $factor = get $units $suffix -}}
+{{- else if regexMatch "^[eE]\\+?[0-9]+$" $suffix -}}
+{{- $factor = 1.0 -}}
+{{- range until (atoi (regexFind "[0-9]+$" $suffix)) }}{{ $factor = mulf $factor 10 }}{{ end -}}
+{{- end -}}
+{{- if or (eq $num "") (eq $factor 0.0) -}}
+{{- fail (printf "%s=%q is not a Kubernetes memory quantity (e.g. 1Gi, 512Mi, 1G)" .name $s) -}}
+{{- end -}}
+{{- mulf (float64 $num) $factor -}}
+{{- end -}}
+
+{{/*
+Bytes of a Go byte count as GOMEMLIMIT takes it (runtime/debug.SetMemoryLimit): digits with an optional B,
+KiB, MiB, GiB or TiB — not Kubernetes' Mi/Gi/M/G, which Go refuses at start (the schema refuses them too).
+*/}}
+{{- define "apphost.goBytes" -}}
+{{- $s := toString .value | trim -}}
+{{- if not (regexMatch "^[0-9]+((K|M|G|T)iB|B)?$" $s) -}}
+{{- fail (printf "%s=%q is not a Go byte count: use B, KiB, MiB, GiB or TiB (e.g. 900MiB)" .name $s) -}}
+{{- end -}}
+{{- $num := regexFind "^[0-9]+" $s -}}
+{{- $units := dict "" 1.0 "B" 1.0 "KiB" 1024.0 "MiB" 1048576.0 "GiB" 1073741824.0 "TiB" 1099511627776.0 -}}
+{{- mulf (float64 $num) (get $units (trimPrefix $num $s)) -}}
+{{- end -}}

@@ -125,6 +125,42 @@ describe('charts/apphost', () => {
     expect(bad.code).not.toBe(0);
   });
 
+  it("refuses a GOMEMLIMIT not below the NATS servers' memory limit, each read in its own units", async () => {
+    const template = (set: string[]) =>
+      run('helm', ['template', 'x', CHART, '--show-only', 'templates/nats.yaml', ...set]);
+    const limit = (memory: string, goLimit?: string) => [
+      '--set',
+      `nats.bundled.resources.limits.memory=${memory}`,
+      ...(goLimit ? ['--set', `nats.bundled.goRuntime.GOMEMLIMIT=${goLimit}`] : []),
+    ];
+    // A limit lowered without GOMEMLIMIT (900MiB): the pod would be OOM-killed before Go's collector reacts.
+    for (const refused of [limit('512Mi'), limit('900M'), limit('9e8'), limit('1Gi', '1GiB')]) {
+      const r = await template(refused);
+      expect(r.code, refused.join(' ')).not.toBe(0);
+      expect(r.stderr).toMatch(
+        /nats\.bundled\.goRuntime\.GOMEMLIMIT=\S+ \(\d+ MiB\) must be below nats\.bundled\.resources\.limits\.memory/,
+      );
+    }
+    // 900M is 858 MiB, below 900MiB; 1G is 954 MiB, above it.
+    for (const accepted of [
+      limit('1G'),
+      limit('512Mi', '460MiB'),
+      limit('1Gi', '1073741823'),
+      limit('512Mi', 'off'),
+      ['--set', 'nats.bundled.resources.limits=null'],
+      [...limit('512Mi'), '--set', 'nats.bundled.goRuntime=null'],
+    ]) {
+      const r = await template(accepted);
+      expect(r.code, `${accepted.join(' ')}: ${r.stderr}`).toBe(0);
+    }
+    // Kubernetes' suffixes are not Go's: Go refuses GOMEMLIMIT=900Mi at start.
+    const kubeUnits = await template(['--set', 'nats.bundled.goRuntime.GOMEMLIMIT=900Mi']);
+    expect(kubeUnits.code).not.toBe(0);
+    expect(kubeUnits.stderr).toMatch(/GOMEMLIMIT/);
+    const noQuantity = await template(limit('lots'));
+    expect(noQuantity.stderr).toMatch(/"lots" is not a Kubernetes memory quantity/);
+  });
+
   it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
     const rendered = await run('helm', [
       'template',
