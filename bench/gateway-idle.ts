@@ -3,18 +3,20 @@
  * (compiled `dist/cli/main.js gateway`, its gateway bundled as `make build` does when the commit has
  * hack/bundle.ts; the chart's NODE_OPTIONS and malloc env) of each commit, watching Apps, DomainAssignments, EndpointSlices, project namespaces and the run-token key Secret of a test control
  * plane (etcd + kube-apiserver, test/harness), with NATS. Rounds are interleaved (order reversed every
- * other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz answered 200, and the V8
- * heap used then (the gateway's /metrics). IDLE_ACCESS=in-cluster (default) gives each gateway what a pod
- * has — KUBERNETES_SERVICE_HOST/PORT and a service-account token and CA under
+ * other round); per round and variant: RSS (VmRSS) `IDLE_SECONDS` after /readyz answered 200, split into
+ * file-backed (node's binary and libraries) and anonymous memory (V8's heap, malloc, Wasm code) from
+ * /proc/<pid>/smaps_rollup, and the V8 heap used then (the gateway's /metrics). IDLE_ACCESS=in-cluster
+ * (default) gives each gateway what a pod has — KUBERNETES_SERVICE_HOST/PORT and a service-account token and CA under
  * /var/run/secrets/kubernetes.io/serviceaccount, in a private mount namespace (`unshare -m`, root only), no
  * KUBECONFIG and an empty HOME; IDLE_ACCESS=kubeconfig a kubeconfig file instead. Settings: IDLE_ROUNDS (3),
- * IDLE_SECONDS (5). A variant's node flags come after the chart's in NODE_OPTIONS (so they win, e.g.
- * `--max-semi-space-size=4`). The chart's options are this checkout's for every variant: to measure a commit
+ * IDLE_SECONDS (5), IDLE_SMAPS_DIR (unset: with a directory, each gateway's /proc/<pid>/smaps at that moment
+ * is copied there as <name>-<round>.smaps, to see which mappings differ). A variant's node flags come
+ * after the chart's in NODE_OPTIONS (so they win, e.g. `--max-semi-space-size=4`). The chart's options are this checkout's for every variant: to measure a commit
  * as its own chart ran it, give its difference as flags (before the ninth round the chart also passed
  * `--enable-source-maps`). Nothing is written to RESULTS.md.
  */
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -41,6 +43,7 @@ const exec = promisify(execFile);
 const ROUNDS = Number(process.env.IDLE_ROUNDS ?? 3);
 const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 5);
 const KEYS_NAMESPACE = 'apphost-system';
+const SMAPS_DIR = process.env.IDLE_SMAPS_DIR;
 const IN_CLUSTER = (process.env.IDLE_ACCESS ?? 'in-cluster') === 'in-cluster';
 /** Mounts a tmpfs over /run (= /var/run) in the gateway's own mount namespace and puts the token and CA there. */
 const IN_CLUSTER_SHELL =
@@ -60,6 +63,15 @@ const load = () =>
     .map((l) => l.toFixed(2))
     .join(' / ');
 const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
+/** Anonymous bytes of a process's resident memory (smaps_rollup); the rest of its RSS is file-backed. */
+const anonymousBytes = (pid: number) => {
+  try {
+    const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+};
 
 /** Each commit's src/ compiled as the image's dist/ is. */
 const mains = new Map<string, string>();
@@ -123,7 +135,7 @@ try {
   process.stdout.write(
     `access: ${IN_CLUSTER ? 'in-cluster' : 'kubeconfig'}; NODE_OPTIONS=${env.NODE_OPTIONS}; load ${load()}\n`,
   );
-  const results = new Map<string, Array<{ rss: number; heap: number }>>();
+  const results = new Map<string, Array<{ rss: number; anon: number; heap: number }>>();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? specs : [...specs].reverse();
     for (const { name, commit, flags } of order) {
@@ -157,11 +169,17 @@ try {
         );
         await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
         const rss = procStatusBytes(child.pid ?? 0, 'VmRSS');
+        const anon = anonymousBytes(child.pid ?? 0);
+        if (SMAPS_DIR)
+          writeFileSync(
+            join(SMAPS_DIR, `${name}-${round}.smaps`),
+            readFileSync(`/proc/${child.pid}/smaps`, 'utf8'),
+          );
         const metrics = await (await request(`http://127.0.0.1:${opsPort}/metrics`)).body.text();
         const heap = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? Number.NaN);
-        results.set(name, [...(results.get(name) ?? []), { rss, heap }]);
+        results.set(name, [...(results.get(name) ?? []), { rss, anon, heap }]);
         process.stdout.write(
-          `round ${round + 1} ${name}: idle RSS ${mib(rss)} MiB, heap used ${mib(heap)} MiB (load ${load()})\n`,
+          `round ${round + 1} ${name}: idle RSS ${mib(rss)} MiB (file-backed ${mib(rss - anon)}, anonymous ${mib(anon)}), heap used ${mib(heap)} MiB (load ${load()})\n`,
         );
       } finally {
         child.kill('SIGTERM');
@@ -174,7 +192,7 @@ try {
   for (const { name } of specs) {
     const rs = results.get(name) ?? [];
     process.stdout.write(
-      `${name}: idle RSS ${rs.map((r) => mib(r.rss)).join(' / ')} MiB; heap used ${rs.map((r) => mib(r.heap)).join(' / ')} MiB\n`,
+      `${name}: idle RSS ${rs.map((r) => mib(r.rss)).join(' / ')} MiB (anonymous ${rs.map((r) => mib(r.anon)).join(' / ')}); heap used ${rs.map((r) => mib(r.heap)).join(' / ')} MiB\n`,
     );
   }
   process.stdout.write(`load at the end ${load()}\n`);
