@@ -1,19 +1,32 @@
 /**
- * `node bench/floor.ts <name>=<features>[:<node flags>] ...`: variants of the bare Node proxy (the sync
- * rows' floor) against one runtime, with nginx `proxy_pass` and the direct runtime in the same
- * interleaved rounds (order reversed every other round), wrk at BENCH_CONNECTIONS (32). `<features>` is
- * FLOOR_FEATURES of bench/support/floor-proxy.ts (`-` for none); the name `bare` runs
- * bench/support/bare-proxy.ts itself. Every proxy gets the chart's node options and malloc env first.
- * Prints per round and variant: req/s, its ratio to nginx's in that round, p50/p99, CPU per call and
- * write/read syscalls per call from /proc (nginx: its worker's), the load average; then medians.
- * Nothing is written to RESULTS.md. Settings: FLOOR_ROUNDS (2), FLOOR_SECONDS (5), FLOOR_WARMUP_SECONDS (2).
- * Run it under the bench lock. docs/benchmarks.md, "The Node HTTP floor (ninth round)".
+ * `node bench/floor.ts <variant> ...`: proxies against one runtime, with nginx `proxy_pass` and the
+ * direct runtime in the same interleaved rounds (order reversed every other round), wrk at
+ * BENCH_CONNECTIONS (32). A variant is
+ * - `<name>=<features>[:<node flags>]`: a variant of the bare Node proxy, `<features>` being FLOOR_FEATURES
+ *   of bench/support/floor-proxy.ts (`-` for none); the name `bare` (alone or with `=`) runs
+ *   bench/support/bare-proxy.ts itself. Every Node proxy gets the chart's node options and malloc env first;
+ * - a native proxy of bench/native/ by name (bench/support/native.ts: `go-std`, `go-std-1`, `go-fast`,
+ *   `go-fast-1`, `hyper-1`, `hyper-2`), built into the build cache on first use (needs go / cargo).
+ * Prints per round and variant: req/s, its ratio to nginx's and to direct's in that round, p50/p99, CPU per
+ * call (user and kernel) and write/read syscalls per call from /proc (nginx: its worker's), the load
+ * average; then medians, with each process's RSS once started (before any load) and its peak (VmHWM).
+ * Then, unless 0: SSE time to first event (FLOOR_SSE_CALLS sequential `POST /first` per variant after
+ * FLOOR_SSE_WARMUP, rotating the order as bench/streaming.ts does), and a syscall census (FLOOR_CENSUS_SECONDS
+ * of the same load with `perf stat` counting each process's syscalls by kind: /proc/<pid>/io misses
+ * recv/send, which nginx, tokio and Go use; skipped when perf is missing). Nothing is written to
+ * RESULTS.md. Settings: FLOOR_ROUNDS (2), FLOOR_SECONDS (5), FLOOR_WARMUP_SECONDS (2), FLOOR_SSE_CALLS
+ * (300), FLOOR_SSE_WARMUP (300), FLOOR_CENSUS_SECONDS (3). Run it under the bench lock.
+ * docs/benchmarks.md, "The Node HTTP floor (ninth round)" and "A native data plane (tenth round)".
  */
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import { Agent } from 'undici';
 import { freePort } from '../test/harness/process.ts';
+import { timeToFirstEvent } from './streaming.ts';
 import { pickLoadGenerator } from './support/load.ts';
+import { NATIVE_PROXIES, nativeProxyBinary } from './support/native.ts';
 import { findNginx, startNginx } from './support/nginx.ts';
 import {
   BENCH_DIR,
@@ -22,23 +35,42 @@ import {
   createParts,
   procCpuSeconds,
   processTree,
+  procStatusBytes,
   REPO_ROOT,
   STOP_GRACE_MS,
+  startChild,
   startNodeChild,
 } from './support/parts.ts';
 import { envNumber } from './support/report.ts';
+import { percentile } from './support/stats.ts';
 import { ECHO_BODY } from './sync-overhead.ts';
 
 const ROUNDS = envNumber('FLOOR_ROUNDS', 2);
 const SECONDS = envNumber('FLOOR_SECONDS', 5);
 const WARMUP = envNumber('FLOOR_WARMUP_SECONDS', 2);
 const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
+const SSE_CALLS = envNumber('FLOOR_SSE_CALLS', 300);
+const SSE_WARMUP = envNumber('FLOOR_SSE_WARMUP', 300);
+const CENSUS_SECONDS = envNumber('FLOOR_CENSUS_SECONDS', 3);
+const PERF = ['/usr/bin/perf', '/usr/local/bin/perf'].find((p) => existsSync(p));
+/** Bound on `perf stat` writing its counts after SIGINT. */
+const PERF_STOP_TIMEOUT_MS = 10_000;
+/** Time `perf stat` gets to attach to every thread before the load starts. */
+const PERF_ATTACH_MS = 500;
 
 const specs = process.argv.slice(2).map((arg) => {
+  if (arg in NATIVE_PROXIES) return { name: arg, features: '', flags: '', native: NATIVE_PROXIES[arg] };
+  if (arg === 'bare') return { name: arg, features: '', flags: '', native: undefined };
   const m = /^([\w.-]+)=([^:]*)(?::(.*))?$/.exec(arg);
-  if (!m?.[1]) throw new Error(`"${arg}" is not <name>=<features>[:<node flags>]`);
-  return { name: m[1], features: m[2] === '-' ? '' : (m[2] ?? ''), flags: m[3] ?? '' };
+  if (!m?.[1])
+    throw new Error(
+      `"${arg}" is not <name>=<features>[:<node flags>], bare, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
+    );
+  return { name: m[1], features: m[2] === '-' ? '' : (m[2] ?? ''), flags: m[3] ?? '', native: undefined };
 });
+// Build the native proxies before anything starts (a first cargo build takes a minute).
+const binaries = new Map<string, string>();
+for (const s of specs) if (s.native) binaries.set(s.name, await nativeProxyBinary(s.native));
 
 const load = () =>
   loadavg()
@@ -63,91 +95,149 @@ const io = (pid: number, field: 'syscw' | 'syscr') => {
   }
 };
 
+/** Syscalls by kind, each a list of tracepoints `perf stat` counts (all threads of the process). */
+const CENSUS: Record<string, string[]> = {
+  all: ['raw_syscalls:sys_enter'],
+  read: ['read', 'readv', 'recvfrom', 'recvmsg'].map((c) => `syscalls:sys_enter_${c}`),
+  write: ['write', 'writev', 'sendto', 'sendmsg'].map((c) => `syscalls:sys_enter_${c}`),
+  epoll: ['epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'epoll_ctl'].map((c) => `syscalls:sys_enter_${c}`),
+  futex: ['syscalls:sys_enter_futex'],
+};
+
+/** Counts `pid`'s syscalls by CENSUS kind while `during` runs. */
+async function syscallCensus(pid: number, during: () => Promise<void>): Promise<Record<string, number>> {
+  const out = join(parts.logDir, `perf-${pid}-${Date.now()}.csv`);
+  const events = Object.values(CENSUS).flat();
+  const perf = spawn(
+    PERF as string,
+    ['stat', '-x', ',', '-e', events.join(','), '-p', String(pid), '-o', out],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const exited = new Promise<void>((resolve) => perf.once('exit', () => resolve()));
+  await new Promise((r) => setTimeout(r, PERF_ATTACH_MS));
+  try {
+    await during();
+  } finally {
+    perf.kill('SIGINT');
+    const timer = setTimeout(() => perf.kill('SIGKILL'), PERF_STOP_TIMEOUT_MS);
+    await exited;
+    clearTimeout(timer);
+  }
+  const counts = new Map<string, number>();
+  for (const line of readFileSync(out, 'utf8').split('\n')) {
+    const [count, , event] = line.split(',');
+    if (event && count !== undefined) counts.set(event, Number(count));
+  }
+  return Object.fromEntries(
+    Object.entries(CENSUS).map(([kind, evs]) => [
+      kind,
+      evs.reduce((sum, e) => sum + (counts.get(e) ?? 0), 0),
+    ]),
+  );
+}
+
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 const nginxPath = findNginx();
 const stops: Array<() => Promise<void>> = [];
+
+interface Row {
+  rps: number;
+  ratio: number;
+  ratioDirect: number;
+  p50: number;
+  p99: number;
+  cpuMs: number;
+  sysMs: number;
+  writes: number;
+  reads: number;
+  load: string;
+}
+interface Variant {
+  name: string;
+  url: string;
+  pid: number;
+  /** VmRSS once started, before any load. */
+  idleRss: number;
+  rows: Row[];
+  sse: number[];
+  census?: Record<string, number>;
+}
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+
 try {
   const rt = await parts.runtime();
-  const variants: Array<{ name: string; url: string; pid: number; rows: Row[] }> = [
-    {
-      name: 'direct',
-      url: rt.url,
-      // The runtime's python process (the managed child is its watchdog shell).
-      pid:
-        processTree(rt.proc.child.pid as number).find((p) => {
-          try {
-            return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0]?.endsWith('python');
-          } catch {
-            return false;
-          }
-        }) ?? Number.NaN,
-      rows: [],
-    },
-  ];
+  // The runtime's python process (the managed child is its watchdog shell).
+  const pythonPid =
+    processTree(rt.proc.child.pid as number).find((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0]?.endsWith('python');
+      } catch {
+        return false;
+      }
+    }) ?? Number.NaN;
+  const variants: Variant[] = [];
+  const add = (name: string, url: string, pid: number) =>
+    variants.push({ name, url, pid, idleRss: procStatusBytes(pid, 'VmRSS'), rows: [], sse: [] });
+  add('direct', rt.url, pythonPid);
   if (nginxPath) {
     const dir = join(parts.logDir, 'nginx');
     const n = await startNginx(nginxPath, rt.port, dir);
     stops.push(n.stop);
     const master = Number(readFileSync(join(dir, 'nginx.pid'), 'utf8').trim());
-    variants.push({ name: 'nginx', url: n.url, pid: processTree(master)[1] ?? master, rows: [] });
+    add('nginx', n.url, processTree(master)[1] ?? master);
   }
   for (const s of specs) {
     const port = await freePort();
-    const script = join(BENCH_DIR, 'support', s.name === 'bare' ? 'bare-proxy.ts' : 'floor-proxy.ts');
-    const { proc, line } = await startNodeChild(
-      `floor-${s.name}`,
-      script,
-      {
-        BARE_PROXY_UPSTREAM: rt.url,
-        BARE_PROXY_PORT: String(port),
-        FLOOR_UPSTREAM: rt.url,
-        FLOOR_PORT: String(port),
-        FLOOR_FEATURES: s.features,
-        NODE_OPTIONS: chartGatewayNodeOptions(),
-        ...chartGatewayMallocEnv(),
-      },
-      'listening ',
-      parts.logDir,
-      // On the command line, after NODE_OPTIONS (some V8 flags are not allowed in NODE_OPTIONS).
-      s.flags.split(' ').filter(Boolean),
-    );
+    const { proc, line } = s.native
+      ? await startChild(
+          `floor-${s.name}`,
+          binaries.get(s.name) as string,
+          [],
+          { NATIVE_UPSTREAM: rt.url, NATIVE_PORT: String(port), ...s.native.env },
+          'listening ',
+          parts.logDir,
+        )
+      : await startNodeChild(
+          `floor-${s.name}`,
+          join(BENCH_DIR, 'support', s.name === 'bare' ? 'bare-proxy.ts' : 'floor-proxy.ts'),
+          {
+            BARE_PROXY_UPSTREAM: rt.url,
+            BARE_PROXY_PORT: String(port),
+            FLOOR_UPSTREAM: rt.url,
+            FLOOR_PORT: String(port),
+            FLOOR_FEATURES: s.features,
+            NODE_OPTIONS: chartGatewayNodeOptions(),
+            ...chartGatewayMallocEnv(),
+          },
+          'listening ',
+          parts.logDir,
+          // On the command line, after NODE_OPTIONS (some V8 flags are not allowed in NODE_OPTIONS).
+          s.flags.split(' ').filter(Boolean),
+        );
     stops.push(() => proc.stop(STOP_GRACE_MS));
-    variants.push({
-      name: s.name,
-      url: `http://127.0.0.1:${port}`,
-      pid: Number(line.split(' ')[2]),
-      rows: [],
-    });
+    add(s.name, `http://127.0.0.1:${port}`, Number(line.split(' ')[2]));
   }
-  interface Row {
-    rps: number;
-    ratio: number;
-    p50: number;
-    p99: number;
-    cpuMs: number;
-    sysMs: number;
-    writes: number;
-    reads: number;
-    load: string;
-  }
-  process.stdout.write(
-    `load average ${loadavg()
+  const loadAverage = () =>
+    loadavg()
       .map((l) => l.toFixed(2))
-      .join(' / ')} at the start\n`,
-  );
+      .join(' / ');
+  process.stdout.write(`load average ${loadAverage()} at the start\n`);
+  const echoSpec = (v: Variant, durationSeconds: number) => ({
+    url: `${v.url}/echo`,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: ECHO_BODY,
+    connections: CONNECTIONS,
+    durationSeconds,
+  });
   for (let r = 0; r < ROUNDS; r++) {
     const order = r % 2 ? [...variants].reverse() : variants;
-    const round: Array<[(typeof variants)[number], Omit<Row, 'ratio'>]> = [];
+    const round: Array<[Variant, Omit<Row, 'ratio' | 'ratioDirect'>]> = [];
     for (const v of order) {
-      const spec = {
-        url: `${v.url}/echo`,
-        method: 'POST' as const,
-        headers: { 'content-type': 'application/json' },
-        body: ECHO_BODY,
-        connections: CONNECTIONS,
-        durationSeconds: SECONDS,
-      };
+      const spec = echoSpec(v, SECONDS);
       if (WARMUP > 0) await loadGen.run({ ...spec, durationSeconds: WARMUP });
       const [c0, s0, w0, r0] = [
         procCpuSeconds(v.pid),
@@ -172,34 +262,69 @@ try {
       ]);
       if (x.non2xx + x.errors > 0) process.stdout.write(`  ${v.name}: ${x.non2xx + x.errors} errors\n`);
     }
-    const nginxRps = round.find(([v]) => v.name === 'nginx')?.[1].rps ?? Number.NaN;
+    const rpsOf = (name: string) => round.find(([v]) => v.name === name)?.[1].rps ?? Number.NaN;
     for (const [v, row] of round) {
-      const full = { ...row, ratio: row.rps / nginxRps };
+      const full = { ...row, ratio: row.rps / rpsOf('nginx'), ratioDirect: row.rps / rpsOf('direct') };
       v.rows.push(full);
       process.stdout.write(
-        `round ${r + 1} ${v.name}: ${row.rps.toFixed(0)} req/s (×${full.ratio.toFixed(2)} nginx), p50 ${row.p50.toFixed(2)} ` +
-          `p99 ${row.p99.toFixed(2)} ms, CPU/call ${row.cpuMs.toFixed(4)} ms (kernel ${row.sysMs.toFixed(4)}), writes/call ${row.writes.toFixed(2)}, ` +
-          `reads/call ${row.reads.toFixed(2)}; load ${row.load}\n`,
+        `round ${r + 1} ${v.name}: ${row.rps.toFixed(0)} req/s (×${full.ratio.toFixed(2)} nginx, ×${full.ratioDirect.toFixed(2)} direct), ` +
+          `p50 ${row.p50.toFixed(2)} p99 ${row.p99.toFixed(2)} ms, CPU/call ${row.cpuMs.toFixed(4)} ms (kernel ${row.sysMs.toFixed(4)}), ` +
+          `writes/call ${row.writes.toFixed(2)}, reads/call ${row.reads.toFixed(2)}; load ${row.load}\n`,
       );
     }
   }
+
+  if (SSE_CALLS > 0) {
+    const agent = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+    try {
+      for (let i = 0; i < SSE_WARMUP + SSE_CALLS; i++) {
+        for (let j = 0; j < variants.length; j++) {
+          const v = variants[(i + j) % variants.length] as Variant;
+          const ms = await timeToFirstEvent(agent, `${v.url}/first`, {});
+          if (i >= SSE_WARMUP) v.sse.push(ms);
+        }
+      }
+    } finally {
+      await agent.close();
+    }
+    process.stdout.write(`SSE: ${SSE_CALLS} calls per variant after ${SSE_WARMUP}; load ${load()}\n`);
+  }
+
+  if (CENSUS_SECONDS > 0 && PERF) {
+    for (const v of variants) {
+      let n = 0;
+      const counts = await syscallCensus(v.pid, async () => {
+        n = (await loadGen.run(echoSpec(v, CENSUS_SECONDS))).requests;
+      });
+      v.census = Object.fromEntries(Object.entries(counts).map(([k, c]) => [k, c / n]));
+    }
+    process.stdout.write(`syscall census: ${CENSUS_SECONDS} s per variant under perf stat; load ${load()}\n`);
+  } else if (CENSUS_SECONDS > 0) process.stdout.write('syscall census skipped: no perf\n');
+
+  const sseMedian = (name: string) => median(variants.find((v) => v.name === name)?.sse ?? []);
   process.stdout.write(
-    '| variant | req/s | ×nginx | CPU/call ms | kernel ms | writes/call | reads/call | p99 ms | load |\n',
+    '| variant | req/s | ×nginx | ×direct | p50 ms | p99 ms | CPU/call ms | user ms | kernel ms | syscalls/call (read, write, epoll, futex) | RSS idle → peak MiB | SSE first event p50 / p99 ms (+ vs direct) | load |\n' +
+      '|---|---:|---|---|---:|---:|---|---:|---:|---|---|---|---|\n',
   );
   for (const v of variants) {
     const m = (f: (x: Row) => number, d: number) => median(v.rows.map(f)).toFixed(d);
     const range = (f: (x: Row) => number, d: number) =>
       `${Math.min(...v.rows.map(f)).toFixed(d)}–${Math.max(...v.rows.map(f)).toFixed(d)}`;
+    const c = v.census;
+    const census = c
+      ? `${(c.all ?? 0).toFixed(2)} (${(c.read ?? 0).toFixed(2)}, ${(c.write ?? 0).toFixed(2)}, ${(c.epoll ?? 0).toFixed(2)}, ${(c.futex ?? 0).toFixed(2)})`
+      : `— (proc: ${m((x) => x.reads, 2)} r, ${m((x) => x.writes, 2)} w)`;
+    const sse = v.sse.length
+      ? `${median(v.sse).toFixed(3)} / ${percentile(v.sse, 99).toFixed(3)} (+${(median(v.sse) - sseMedian('direct')).toFixed(3)})`
+      : '—';
     process.stdout.write(
-      `| ${v.name} | ${m((x) => x.rps, 0)} | ${range((x) => x.ratio, 2)} | ${range((x) => x.cpuMs, 4)} | ${m((x) => x.sysMs, 4)} | ` +
-        `${m((x) => x.writes, 2)} | ${m((x) => x.reads, 2)} | ${m((x) => x.p99, 2)} | ${v.rows.map((x) => x.load).join(', ')} |\n`,
+      `| ${v.name} | ${m((x) => x.rps, 0)} | ${range((x) => x.ratio, 2)} | ${range((x) => x.ratioDirect, 2)} | ` +
+        `${m((x) => x.p50, 2)} | ${m((x) => x.p99, 2)} | ${range((x) => x.cpuMs, 4)} | ${m((x) => x.cpuMs - x.sysMs, 4)} | ` +
+        `${m((x) => x.sysMs, 4)} | ${census} | ${mib(v.idleRss)} → ${mib(procStatusBytes(v.pid, 'VmHWM'))} | ${sse} | ` +
+        `${v.rows.map((x) => x.load).join(', ')} |\n`,
     );
   }
-  process.stdout.write(
-    `load average ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' / ')} at the end\n`,
-  );
+  process.stdout.write(`load average ${loadAverage()} at the end\n`);
 } finally {
   for (const s of stops.reverse()) await s().catch(() => {});
   await parts.stop();

@@ -24,7 +24,8 @@ export const STREAM_WARMUP_REQUESTS = 300;
 /** Bound on one streaming request. */
 export const STREAM_REQUEST_TIMEOUT_MS = 30_000;
 
-async function timeToFirstEvent(
+/** Time from sending `POST url` (Accept: text/event-stream) to the first `data:` of its answer, in ms. */
+export async function timeToFirstEvent(
   dispatcher: Agent,
   url: string,
   headers: Record<string, string>,

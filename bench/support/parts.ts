@@ -234,11 +234,23 @@ export async function startNodeChild(
   logDir: string,
   nodeArgs: string[] = [],
 ): Promise<{ proc: ManagedProcess; line: string; logFile: string }> {
-  const logFile = join(logDir, `${name}.log`);
   // BENCH_PROFILE_DIR (bench/profile.ts): every node child writes a CPU profile into <dir>/<name>/ as it exits.
   const profileDir = process.env.BENCH_PROFILE_DIR;
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
-  const proc = startProcess(name, process.execPath, [...profile, ...nodeArgs, script], {
+  return startChild(name, process.execPath, [...profile, ...nodeArgs, script], env, ready, logDir);
+}
+
+/** Starts `command args` (any program) and waits, up to START_TIMEOUT_MS, for a stdout line starting with `ready`. */
+export async function startChild(
+  name: string,
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: string,
+  logDir: string,
+): Promise<{ proc: ManagedProcess; line: string; logFile: string }> {
+  const logFile = join(logDir, `${name}.log`);
+  const proc = startProcess(name, command, args, {
     logFile,
     env: { ...process.env, ...env },
   });
