@@ -6,7 +6,10 @@
  *   of bench/support/floor-proxy.ts (`-` for none); the name `bare` (alone or with `=`) runs
  *   bench/support/bare-proxy.ts itself. Every Node proxy gets the chart's node options and malloc env first;
  * - a native proxy of bench/native/ by name (bench/support/native.ts: `go-std`, `go-std-1`, `go-fast`,
- *   `go-fast-1`, `hyper-1`, `hyper-2`), built into the build cache on first use (needs go / cargo).
+ *   `go-fast-1`, `hyper-1`, `hyper-2`; `hyper-1-work`, `hyper-1-worklog` and `hyper-2-work` also do the
+ *   gateway's own per-call work on its path), built into the build cache on first use (needs go / cargo);
+ * - `gateway`: the benchmark gateway itself (bench/support/parts.ts, log level warn) on its path with a run
+ *   token, beside its floor.
  * Prints per round and variant: req/s, its ratio to nginx's and to direct's in that round, p50/p99, CPU per
  * call (user and kernel) and write/read syscalls per call from /proc (nginx: its worker's), the load
  * average; then medians, with each process's RSS once started (before any load) and its peak (VmHWM).
@@ -29,10 +32,12 @@ import { pickLoadGenerator } from './support/load.ts';
 import { NATIVE_PROXIES, nativeProxyBinary } from './support/native.ts';
 import { findNginx, startNginx } from './support/nginx.ts';
 import {
+  APP,
   BENCH_DIR,
   chartGatewayMallocEnv,
   chartGatewayNodeOptions,
   createParts,
+  PROJECT,
   procCpuSeconds,
   processTree,
   procStatusBytes,
@@ -60,11 +65,11 @@ const PERF_ATTACH_MS = 500;
 
 const specs = process.argv.slice(2).map((arg) => {
   if (arg in NATIVE_PROXIES) return { name: arg, features: '', flags: '', native: NATIVE_PROXIES[arg] };
-  if (arg === 'bare') return { name: arg, features: '', flags: '', native: undefined };
+  if (arg === 'bare' || arg === 'gateway') return { name: arg, features: '', flags: '', native: undefined };
   const m = /^([\w.-]+)=([^:]*)(?::(.*))?$/.exec(arg);
   if (!m?.[1])
     throw new Error(
-      `"${arg}" is not <name>=<features>[:<node flags>], bare, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
+      `"${arg}" is not <name>=<features>[:<node flags>], bare, gateway, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
     );
   return { name: m[1], features: m[2] === '-' ? '' : (m[2] ?? ''), flags: m[3] ?? '', native: undefined };
 });
@@ -157,7 +162,9 @@ interface Row {
 }
 interface Variant {
   name: string;
+  /** The base the calls' paths (`/echo`, `/first`) are appended to. */
   url: string;
+  headers: Record<string, string>;
   pid: number;
   /** VmRSS once started, before any load. */
   idleRss: number;
@@ -179,8 +186,12 @@ try {
       }
     }) ?? Number.NaN;
   const variants: Variant[] = [];
-  const add = (name: string, url: string, pid: number) =>
-    variants.push({ name, url, pid, idleRss: procStatusBytes(pid, 'VmRSS'), rows: [], sse: [] });
+  const add = (name: string, url: string, pid: number, headers: Record<string, string> = {}) =>
+    variants.push({ name, url, headers, pid, idleRss: procStatusBytes(pid, 'VmRSS'), rows: [], sse: [] });
+  // The gateway's path and a run token, for the variants that serve it.
+  const token = specs.some((s) => s.name === 'gateway' || s.native?.gatewayShaped) ? await parts.token() : '';
+  const gatewayPath = `/v4/${PROJECT}/${APP}`;
+  const auth = { authorization: `Bearer ${token}` };
   add('direct', rt.url, pythonPid);
   if (nginxPath) {
     const dir = join(parts.logDir, 'nginx');
@@ -190,13 +201,26 @@ try {
     add('nginx', n.url, processTree(master)[1] ?? master);
   }
   for (const s of specs) {
+    if (s.name === 'gateway') {
+      const g = await parts.gateway();
+      add(s.name, `${g.url}${gatewayPath}`, g.pid, auth);
+      continue;
+    }
     const port = await freePort();
+    const work = s.native?.gatewayShaped
+      ? {
+          NATIVE_WORK_TOKEN: token,
+          NATIVE_WORK_PROJECT: PROJECT,
+          NATIVE_WORK_APP: APP,
+          NATIVE_WORK_FUNCTIONS: 'echo,first',
+        }
+      : {};
     const { proc, line } = s.native
       ? await startChild(
           `floor-${s.name}`,
           binaries.get(s.name) as string,
           [],
-          { NATIVE_UPSTREAM: rt.url, NATIVE_PORT: String(port), ...s.native.env },
+          { NATIVE_UPSTREAM: rt.url, NATIVE_PORT: String(port), ...s.native.env, ...work },
           'listening ',
           parts.logDir,
         )
@@ -218,7 +242,9 @@ try {
           s.flags.split(' ').filter(Boolean),
         );
     stops.push(() => proc.stop(STOP_GRACE_MS));
-    add(s.name, `http://127.0.0.1:${port}`, Number(line.split(' ')[2]));
+    const base = `http://127.0.0.1:${port}`;
+    if (s.native?.gatewayShaped) add(s.name, `${base}${gatewayPath}`, Number(line.split(' ')[2]), auth);
+    else add(s.name, base, Number(line.split(' ')[2]));
   }
   const loadAverage = () =>
     loadavg()
@@ -228,7 +254,7 @@ try {
   const echoSpec = (v: Variant, durationSeconds: number) => ({
     url: `${v.url}/echo`,
     method: 'POST' as const,
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...v.headers },
     body: ECHO_BODY,
     connections: CONNECTIONS,
     durationSeconds,
@@ -280,7 +306,7 @@ try {
       for (let i = 0; i < SSE_WARMUP + SSE_CALLS; i++) {
         for (let j = 0; j < variants.length; j++) {
           const v = variants[(i + j) % variants.length] as Variant;
-          const ms = await timeToFirstEvent(agent, `${v.url}/first`, {});
+          const ms = await timeToFirstEvent(agent, `${v.url}/first`, v.headers);
           if (i >= SSE_WARMUP) v.sse.push(ms);
         }
       }

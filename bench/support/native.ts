@@ -35,6 +35,11 @@ export interface NativeProxy {
   readonly target: string;
   readonly env: Readonly<Record<string, string>>;
   readonly about: string;
+  /**
+   * Serves the gateway's path (`/v4/<project>/<app>/<function>`, a run token) and does the gateway's own
+   * per-call work (bench/native/rust/src/work.rs): NATIVE_WORK_* come from the caller.
+   */
+  readonly gatewayShaped?: boolean;
 }
 
 export const NATIVE_PROXIES: Readonly<Record<string, NativeProxy>> = {
@@ -73,6 +78,27 @@ export const NATIVE_PROXIES: Readonly<Record<string, NativeProxy>> = {
     target: 'hyperproxy',
     env: { NATIVE_THREADS: '2' },
     about: 'hyper-1 on a 2-worker multi-thread runtime',
+  },
+  'hyper-1-work': {
+    toolchain: 'rust',
+    target: 'hyperproxy',
+    env: { NATIVE_THREADS: '1', NATIVE_WORK: '1' },
+    about: "hyper-1 doing the gateway's own per-call work (src/work.rs), no access log line",
+    gatewayShaped: true,
+  },
+  'hyper-1-worklog': {
+    toolchain: 'rust',
+    target: 'hyperproxy',
+    env: { NATIVE_THREADS: '1', NATIVE_WORK: '1', NATIVE_ACCESS_LOG: '1' },
+    about: 'hyper-1-work with the access log line per call (the gateway at `info`)',
+    gatewayShaped: true,
+  },
+  'hyper-2-work': {
+    toolchain: 'rust',
+    target: 'hyperproxy',
+    env: { NATIVE_THREADS: '2', NATIVE_WORK: '1' },
+    about: 'hyper-1-work on a 2-worker multi-thread runtime',
+    gatewayShaped: true,
   },
 };
 
