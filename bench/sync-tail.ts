@@ -99,7 +99,7 @@ const lines = [
   `wrk → gateway: ${fmtRate(viaGateway.rps, 'req/s')}, p50 ${fmtMs(viaGateway.p50Ms)}, p99 ${fmtMs(viaGateway.p99Ms)}, ${viaGateway.non2xx + viaGateway.errors} errors`,
   `wrk → runtime directly: ${fmtRate(direct.rps, 'req/s')}, p50 ${fmtMs(direct.p50Ms)}, p99 ${fmtMs(direct.p99Ms)}; added p99 ${fmtMs(viaGateway.p99Ms - direct.p99Ms)}`,
   `inside the gateway (request in → answer written), ${ids.length} calls (${paired.length} with their upstream call paired, ${probe.unpaired} upstream calls unpaired): ` +
-    `p50 ${fmtMs(percentile(ids.map(callMs), 50))}, p99 ${fmtMs(p99)}, max ${fmtMs(Math.max(...ids.map(callMs)))}`,
+    `p50 ${fmtMs(percentile(ids.map(callMs), 50))}, p99 ${fmtMs(p99)}, max ${fmtMs(ids.reduce((m, id) => Math.max(m, callMs(id)), 0))}`,
   ...phaseLines,
   `gateway GC: ${pauses(1).length} scavenges (p50 ${fmtMs(percentile(pauses(1), 50))}, max ${fmtMs(Math.max(0, ...pauses(1)))}), ` +
     `${pauses(4).length} mark-compacts (p50 ${fmtMs(percentile(pauses(4), 50))}, max ${fmtMs(Math.max(0, ...pauses(4)))})`,
