@@ -309,7 +309,7 @@ Binary suffixes Ki Mi Gi Ti Pi Ei are powers of 1024; decimal ones k M G T P E a
 10; m is a thousandth. Anything else fails, naming the value.
 */}}
 {{- define "apphost.kubeBytes" -}}
-{{- $s := toString .value | trim -}}
+{{- $s := include "apphost.envValue" .value | trim -}}
 {{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $s -}}
 {{- $suffix := trimPrefix $num $s -}}
 {{- $units := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 -}}
@@ -327,11 +327,25 @@ Binary suffixes Ki Mi Gi Ti Pi Ei are powers of 1024; decimal ones k M G T P E a
 {{- end -}}
 
 {{/*
+A value given as env, as its string. Helm reads a values file's numbers as float64, which toString writes in
+e-notation from 1e6 up (GOMEMLIMIT: 943718400 became "9.437184e+08", which Go refuses at start; a
+MALLOC_TRIM_THRESHOLD_ of 1048576 became "1.048576e+06", not a number glibc reads): a whole number is
+written with all its digits.
+*/}}
+{{- define "apphost.envValue" -}}
+{{- if and (kindIs "float64" .) (eq (floor .) .) -}}
+{{- printf "%.0f" . -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Bytes of a Go byte count as GOMEMLIMIT takes it (runtime/debug.SetMemoryLimit): digits with an optional B,
 KiB, MiB, GiB or TiB — not Kubernetes' Mi/Gi/M/G, which Go refuses at start (the schema refuses them too).
 */}}
 {{- define "apphost.goBytes" -}}
-{{- $s := toString .value | trim -}}
+{{- $s := include "apphost.envValue" .value | trim -}}
 {{- if not (regexMatch "^[0-9]+((K|M|G|T)iB|B)?$" $s) -}}
 {{- fail (printf "%s=%q is not a Go byte count: use B, KiB, MiB, GiB or TiB (e.g. 900MiB)" .name $s) -}}
 {{- end -}}

@@ -161,6 +161,28 @@ describe('charts/apphost', () => {
     expect(noQuantity.stderr).toMatch(/"lots" is not a Kubernetes memory quantity/);
   });
 
+  it("writes a values file's whole numbers in full in the servers' env, and the GOMEMLIMIT guard reads them", async () => {
+    // Helm reads a values file's numbers as float64, and toString writes 943718400 as 9.437184e+08: Go refuses
+    // that GOMEMLIMIT at start, and glibc does not read that MALLOC_TRIM_THRESHOLD_ as a number.
+    const values = (goLimit: number, limit = '1Gi') =>
+      `nats:\n  bundled:\n    goRuntime:\n      GOMEMLIMIT: ${goLimit}\n    resources:\n      limits:\n        memory: ${limit}\n` +
+      'gateway:\n  malloc:\n    MALLOC_TRIM_THRESHOLD_: 1048576\n';
+    const template = (yaml: string, show: string) =>
+      run('helm', ['template', 'x', CHART, '--show-only', show, '-f', '-'], { input: yaml });
+    const nats = await template(values(943718400), 'templates/nats.yaml');
+    expect(nats.code, nats.stderr).toBe(0);
+    expect(nats.stdout).toMatch(/- name: GOMEMLIMIT\s+value: "943718400"\n/);
+    const gateway = await template(values(943718400), 'templates/gateway.yaml');
+    expect(gateway.code, gateway.stderr).toBe(0);
+    expect(gateway.stdout).toMatch(/- name: MALLOC_TRIM_THRESHOLD_\s+value: "1048576"\n/);
+    // 1Gi exactly, and a limit written as a number of bytes: refused, each named as it was written.
+    const atLimit = await template(values(1073741824, '1073741824'), 'templates/nats.yaml');
+    expect(atLimit.code).not.toBe(0);
+    expect(atLimit.stderr).toContain(
+      'GOMEMLIMIT=1073741824 (1024 MiB) must be below nats.bundled.resources.limits.memory=1073741824 (1024 MiB)',
+    );
+  });
+
   it('renders objects the API server accepts (kubectl apply --dry-run=server)', async () => {
     const rendered = await run('helm', [
       'template',
