@@ -304,13 +304,14 @@ checks it against each piece's own formula.
 {{- end }}
 
 {{/*
-Bytes of a Kubernetes memory quantity ("1Gi", "512Mi", "1G", "900M", "129e6", 1073741824), as a float.
+Bytes of a Kubernetes memory quantity ("1Gi", "512Mi", "1G", "900M", "129e6", ".5Gi", "+1Gi", 1073741824), as
+a float.
 Binary suffixes Ki Mi Gi Ti Pi Ei are powers of 1024; decimal ones k M G T P E and an exponent (e6) powers of
 10; m is a thousandth. Anything else fails, naming the value.
 */}}
 {{- define "apphost.kubeBytes" -}}
 {{- $s := include "apphost.envValue" .value | trim -}}
-{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $s -}}
+{{- $num := regexFind "^\\+?([0-9]+\\.?[0-9]*|\\.[0-9]+)" $s -}}
 {{- $suffix := trimPrefix $num $s -}}
 {{- $units := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 -}}
 {{- $factor := 0.0 -}}

@@ -134,7 +134,13 @@ describe('charts/apphost', () => {
       ...(goLimit ? ['--set', `nats.bundled.goRuntime.GOMEMLIMIT=${goLimit}`] : []),
     ];
     // A limit lowered without GOMEMLIMIT (900MiB): the pod would be OOM-killed before Go's collector reacts.
-    for (const refused of [limit('512Mi'), limit('900M'), limit('9e8'), limit('1Gi', '1GiB')]) {
+    for (const refused of [
+      limit('512Mi'),
+      limit('900M'),
+      limit('9e8'),
+      limit('1Gi', '1GiB'),
+      limit('+.5Gi'),
+    ]) {
       const r = await template(refused);
       expect(r.code, refused.join(' ')).not.toBe(0);
       expect(r.stderr).toMatch(
@@ -144,6 +150,9 @@ describe('charts/apphost', () => {
     // 900M is 858 MiB, below 900MiB; 1G is 954 MiB, above it.
     for (const accepted of [
       limit('1G'),
+      limit('.9Gi'),
+      limit('+1Gi'),
+      limit('1.Gi'),
       limit('512Mi', '460MiB'),
       limit('1Gi', '1073741823'),
       limit('512Mi', 'off'),
