@@ -11,22 +11,20 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"log"
 	"net"
 	"net/url"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"apphost.local/bench/native/internal/proc"
 )
 
 var eventStream = []byte("text/event-stream")
 
 func main() {
-	upstream, err := url.Parse(getenv("NATIVE_UPSTREAM", "http://127.0.0.1:8080"))
+	upstream, err := url.Parse(proc.Getenv("NATIVE_UPSTREAM", "http://127.0.0.1:8080"))
 	if err != nil {
 		log.Fatalf("NATIVE_UPSTREAM: %v", err)
 	}
@@ -77,7 +75,7 @@ func main() {
 			fasthttp.ReleaseResponse(resp)
 		})
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+getenv("NATIVE_PORT", "0"))
+	ln, err := net.Listen("tcp", "127.0.0.1:"+proc.Getenv("NATIVE_PORT", "0"))
 	if err != nil {
 		log.Fatalf("listen: %v", err)
 	}
@@ -89,21 +87,5 @@ func main() {
 		NoDefaultContentType:          true,
 		NoDefaultDate:                 true,
 	}
-	go func() {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-		<-stop
-		os.Exit(0)
-	}()
-	fmt.Printf("listening %d %d\n", ln.Addr().(*net.TCPAddr).Port, os.Getpid())
-	if err := server.Serve(ln); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func getenv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	proc.Serve(ln, server.Serve)
 }

@@ -16,24 +16,22 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"apphost.local/bench/native/internal/proc"
 )
 
 // Request bodies up to this size are read before the upstream call.
 const maxBuffered = 64 << 10
 
 func main() {
-	upstream, err := url.Parse(getenv("NATIVE_UPSTREAM", "http://127.0.0.1:8080"))
+	upstream, err := url.Parse(proc.Getenv("NATIVE_UPSTREAM", "http://127.0.0.1:8080"))
 	if err != nil {
 		log.Fatalf("NATIVE_UPSTREAM: %v", err)
 	}
@@ -47,7 +45,7 @@ func main() {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	flush, err := time.ParseDuration(getenv("NATIVE_FLUSH_INTERVAL", "0s"))
+	flush, err := time.ParseDuration(proc.Getenv("NATIVE_FLUSH_INTERVAL", "0s"))
 	if err != nil {
 		log.Fatalf("NATIVE_FLUSH_INTERVAL: %v", err)
 	}
@@ -66,26 +64,10 @@ func main() {
 		FlushInterval: flush,
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+getenv("NATIVE_PORT", "0"))
+	ln, err := net.Listen("tcp", "127.0.0.1:"+proc.Getenv("NATIVE_PORT", "0"))
 	if err != nil {
 		log.Fatalf("listen: %v", err)
 	}
 	server := &http.Server{Handler: proxy, IdleTimeout: 65 * time.Second, ReadHeaderTimeout: 30 * time.Second}
-	go func() {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-		<-stop
-		os.Exit(0)
-	}()
-	fmt.Printf("listening %d %d\n", ln.Addr().(*net.TCPAddr).Port, os.Getpid())
-	if err := server.Serve(ln); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func getenv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	proc.Serve(ln, server.Serve)
 }
