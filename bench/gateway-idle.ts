@@ -44,6 +44,8 @@ const ROUNDS = Number(process.env.IDLE_ROUNDS ?? 3);
 const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 5);
 const KEYS_NAMESPACE = 'apphost-system';
 const SMAPS_DIR = process.env.IDLE_SMAPS_DIR;
+// Made before any gateway starts: a missing directory would otherwise end the run at its first copy.
+if (SMAPS_DIR) mkdirSync(SMAPS_DIR, { recursive: true });
 const IN_CLUSTER = (process.env.IDLE_ACCESS ?? 'in-cluster') === 'in-cluster';
 /** Mounts a tmpfs over /run (= /var/run) in the gateway's own mount namespace and puts the token and CA there. */
 const IN_CLUSTER_SHELL =
