@@ -34,8 +34,10 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
 
 /**
  * readBody, answered at once (or thrown at once: a declared size over the limit) when the whole body
- * is buffered already — the usual small call, one packet — so a caller on the hot path need not wait
- * a promise for it; a promise otherwise.
+ * is buffered already (a handler that waited for something first), so a caller on the hot path need
+ * not wait a promise for it; a promise otherwise, settled as soon as the declared size has arrived. A
+ * handler running in the request's own event (the gateway's usual call) is ahead of node's parser:
+ * the body of that same packet is parsed just after it returns.
  */
 export function takeBody(req: IncomingMessage, limitBytes: number): Buffer | Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
