@@ -1,0 +1,15 @@
+//! apphost's native data plane (docs/design/native-data-plane.md). Step 1 of §8: the control channel
+//! to the gateway's Node process (framing, messages, the hello/ping loop); built, not yet started by
+//! the gateway.
+
+pub mod channel;
+pub mod error;
+pub mod frame;
+pub mod message;
+
+/// The build this binary reports in `hello` and `--version`: the image build sets
+/// APPHOST_DATAPLANE_BUILD to the git commit; a developer's build says `dev`.
+pub const BUILD: &str = match option_env!("APPHOST_DATAPLANE_BUILD") {
+    Some(b) => b,
+    None => "dev",
+};
