@@ -119,6 +119,7 @@ build-native: deps-rust
 lint: deps-node deps-python deps-rust
 	biome check .
 	tsc -p tsconfig.json --noEmit
+	node hack/dataplane-vectors.ts --check
 	$(VENV)/bin/ruff check runtime/python
 	$(VENV)/bin/ruff format --check runtime/python
 	$(CARGO) fmt --check

@@ -1,0 +1,370 @@
+/**
+ * The shared test vectors of the native data plane (docs/design/native-data-plane.md §7): runs the
+ * gateway's own TypeScript rules on a fixed corpus (edge cases and a seeded random one) and writes what
+ * they answer to native/dataplane/tests/vectors/*.json, which the Rust modules' tests read. A TS rule
+ * changed without regenerating fails `make lint`, which runs this with --check.
+ *
+ *   node hack/dataplane-vectors.ts           write the files
+ *   node hack/dataplane-vectors.ts --check   exit 1, naming each file that differs from what the rules give now
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { IncomingHttpHeaders } from 'node:http';
+import { join } from 'node:path';
+import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
+import { route } from '../src/gateway/middleware/route.ts';
+import { ApiError } from '../src/shared/errors.ts';
+import { forwardQuery, forwardRequestHeaders, forwardResponseHeaders } from '../src/shared/http/upstream.ts';
+
+const DIR = join(import.meta.dirname, '..', 'native', 'dataplane', 'tests', 'vectors');
+
+/** An ApiError as the data plane must answer it: status and the JSON body's fields, plus Allow when set. */
+function errorOf(err: unknown): { status: number; body: Record<string, unknown> } {
+  if (!(err instanceof ApiError)) throw err;
+  return { status: err.status, body: err.toBody() };
+}
+
+/** The same seeded generator as body.test.ts's mutated corpus. */
+function seeded(seed: number): (n: number) => number {
+  let state = seed >>> 0;
+  return (n) => {
+    state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    return state % n;
+  };
+}
+
+// --- body: isPlainJsonObject (the byte scan) and checkCortexBody (the full check) -------------------
+
+const nested = (levels: number) => `{"a":${'['.repeat(levels - 1)}${']'.repeat(levels - 1)}}`;
+
+const BODY_CASES: Array<string | Buffer> = [
+  // empty and blank: no arguments, accepted by the full check only
+  '',
+  '  ',
+  '\n\t ',
+  // body.test.ts's near misses: refused by both
+  '{"a":1,}',
+  '{,}',
+  '{"a" 1}',
+  '{"a":}',
+  '{"a"}',
+  "{'a':1}",
+  '{a:1}',
+  '{"a":[1,]}',
+  '{"a":[,1]}',
+  '{"a":[1 2]}',
+  '{"a":01}',
+  '{"a":-01}',
+  '{"a":1.}',
+  '{"a":.5}',
+  '{"a":-}',
+  '{"a":+1}',
+  '{"a":1.5.5}',
+  '{"a":0x10}',
+  '{"a":tru}',
+  '{"a":nul}',
+  '{"a":True}',
+  '{"a":falsey}',
+  '{"a":Infinity}',
+  '{"a":-Infinity}',
+  '{"a":"\\x41"}',
+  '{"a":"\\u12G4"}',
+  '{"a":"\\u12"}',
+  '{"a":"\\',
+  '{"a":"tab\there"}',
+  '{"a":"raw\u0001"}',
+  '{"a":"line\nbreak"}',
+  '{"a":"open',
+  '{"a":1',
+  '{"a":{"b":1}',
+  '{"a":[1}',
+  '{"a":{1]}',
+  '{"a":1}}',
+  '{"a":1}]',
+  '{"a":1} x',
+  '{"a":1}{}',
+  '{"a":1},',
+  '\ufeff{"a":1}',
+  '\u00a0{"a":1}',
+  '{"a":1}\u00a0',
+  '{"a":1}\u000b',
+  '{"a":1\u000c}',
+  '[{"a":1}]',
+  '{"a":1e}',
+  '{"a":1e+}',
+  '{"a":1E400}',
+  // not an object
+  '{',
+  '[1]',
+  '"s"',
+  '3',
+  'null',
+  'true',
+  'NaN',
+  // body.test.ts's bodies passed on their bytes alone
+  '{}',
+  ' {"a":[1,2]} ',
+  '{"user":"bench","n":42,"tags":["a","b","c"]}',
+  '{"a":-0,"b":0.25,"c":-12.5,"d":true,"e":false,"f":null,"g":{},"h":[]}',
+  '{"s":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD800 é 😀 \u2028"}',
+  '\t\r\n{ "a" : [ { } , [ ] ] }\n',
+  // integers: 308 digits pass on the bytes, 309+ go to the full check (which takes 309 nines, refuses 400 digits)
+  `{"n":${'9'.repeat(308)}}`,
+  `{"n":${'9'.repeat(309)}}`,
+  `{"n":-${'9'.repeat(309)}}`,
+  `{"name":1${'0'.repeat(400)}}`,
+  // exponents: always the full check's
+  '{"a":1e5}',
+  '{"a":1.7976931348623157e308}',
+  '{"name":1e999999}',
+  '{"x":1,"name":{"deep":[1,-1e400]}}',
+  '{"a":1E-400}',
+  // depth: exactly the bound passes on the bytes, one more goes to the full check, which refuses it
+  nested(MAX_JSON_DEPTH),
+  nested(MAX_JSON_DEPTH + 1),
+  nested(1000),
+  `{${'"a":{'.repeat(MAX_JSON_DEPTH - 1)}${'}'.repeat(MAX_JSON_DEPTH - 1)}}`,
+  `{${'"a":{'.repeat(MAX_JSON_DEPTH)}${'}'.repeat(MAX_JSON_DEPTH)}}`,
+  // brackets and exponents inside strings
+  `{"s":"${'['.repeat(600)} 1e999999"}`,
+  // invalid UTF-8 (the full check's first refusal), and UTF-8 outside strings
+  Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
+  Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xc3, 0x22, 0x7d]),
+  Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x7d]),
+  '{"é":1}',
+  '{"a":é}',
+];
+
+function bodyCorpus(): Array<string | Buffer> {
+  // body.test.ts's mutated corpus, with its seeds, alphabet and generator (fewer bodies: the file stays small).
+  const seeds = [
+    '{"user":"bench","n":42,"tags":["a","b","c"]}',
+    '{"a":{"b":[1,-2.5,true,false,null,"x\\"y\\u0041"]},"c":{}}',
+    '{ "k" : [ 0 , 10 , -0.5 ] , "s" : "\\n" }',
+  ];
+  const alphabet = '{}[]":,.-+0123456789eEtrufalsn \t\n\r\\/ux\u00e9\u0001';
+  const rand = seeded(0x9e3779b9);
+  const out: string[] = [];
+  const seen = new Set<string>();
+  while (out.length < 1500) {
+    let text = seeds[rand(seeds.length)] as string;
+    for (let m = 1 + rand(3); m > 0; m--) {
+      const at = rand(text.length + 1);
+      const ch = alphabet[rand(alphabet.length)] as string;
+      const op = rand(3);
+      text =
+        op === 0
+          ? text.slice(0, at) + ch + text.slice(at)
+          : op === 1
+            ? text.slice(0, at) + text.slice(at + 1)
+            : text.slice(0, at) + ch + text.slice(at + 1);
+    }
+    if (!seen.has(text)) {
+      seen.add(text);
+      out.push(text);
+    }
+  }
+  return out;
+}
+
+function bodyVector(body: string | Buffer) {
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  let check: unknown = 'ok';
+  try {
+    checkCortexBody(b);
+  } catch (err) {
+    // The data plane hands every refused body to Node, whose message (V8's JSON.parse) it does not repeat.
+    if (!(err instanceof ApiError)) throw err;
+    check = { status: err.status, code: err.code };
+  }
+  // Bodies that are not UTF-8 go as hex; every other as its text.
+  const input = typeof body === 'string' ? { text: body } : { hex: b.toString('hex') };
+  return { ...input, plain: isPlainJsonObject(b), check };
+}
+
+// --- route: /v4/<project>/<app>/<function> and the forwarded path's check --------------------------
+
+const ROUTE_CASES: Array<[string, string]> = [
+  ['POST', '/v4/acme/hello/greet'],
+  ['POST', '/v4/acme/hello'],
+  ['POST', '/v4/acme/hello/'],
+  ['POST', '/v4/acme/hello/a/b/c'],
+  ['POST', '/v4/acme/hello/a//b'],
+  ['POST', '/v4/p-1/app-2/fn'],
+  ['GET', '/v4/acme/hello/greet'],
+  ['PUT', '/v4/acme/hello'],
+  ['GET', '/v4/Acme/hello'],
+  ['POST', '/v4/acme'],
+  ['POST', '/v4/acme/'],
+  ['POST', '/v4//hello/x'],
+  ['POST', '/v4/'],
+  ['POST', '/v3/acme/hello/x'],
+  ['POST', '/'],
+  ['POST', '/v4/Acme/hello/x'],
+  ['POST', '/v4/acme/hello_world/x'],
+  ['POST', '/v4/-acme/hello/x'],
+  ['POST', '/v4/acme-/hello/x'],
+  ['POST', `/v4/${'a'.repeat(63)}/hello/x`],
+  ['POST', `/v4/${'a'.repeat(64)}/hello/x`],
+  ['POST', '/v4/acme/hello.world/x'],
+  ['POST', '/v4/ac%6De/hello/x'],
+  ['POST', '/v4/acme/%68ello/x'],
+  ['POST', '/v4/ac%2Fme/hello/x'],
+  ['POST', '/v4/acme/hel%zzlo/x'],
+  ['POST', '/v4/acme/hello%/x'],
+  ['POST', '/v4/acme/hello/%E2%82%AC'],
+  ['POST', '/v4/acme/hello/%E2%82'],
+  ['POST', '/v4/acme/hello/..'],
+  ['POST', '/v4/acme/hello/a/../b'],
+  ['POST', '/v4/acme/hello/./a'],
+  ['POST', '/v4/acme/hello/%2e%2e/x'],
+  ['POST', '/v4/acme/hello/%2E/x'],
+  ['POST', '/v4/acme/hello/a%2Fb'],
+  ['POST', '/v4/acme/hello/a%5cb'],
+  ['POST', '/v4/acme/hello/a\\b'],
+  ['POST', '/v4/acme/hello/a.b/c.d'],
+  ['POST', '/v4/acme/hello/...'],
+  ['POST', '/v4/acme/hello/a%zz'],
+  ['POST', '/v4/acme/hello/%'],
+  ['POST', '/v4/acme/hello/a%20b'],
+];
+
+function routeVector([method, path]: [string, string]) {
+  const headers: Record<string, string> = {};
+  const ctx = {
+    method,
+    path,
+    state: {} as Parameters<typeof route>[0]['state'],
+    set(name: string, value: string) {
+      headers[name.toLowerCase()] = value;
+    },
+  };
+  try {
+    route(ctx as unknown as Parameters<typeof route>[0]);
+    return { method, path, target: ctx.state.target };
+  } catch (err) {
+    // The target is set before the 404 for a name that cannot exist, and before 405/400.
+    return { method, path, target: ctx.state.target ?? null, error: { ...errorOf(err), headers } };
+  }
+}
+
+// --- headers and query ---------------------------------------------------------------------------
+
+/** Header maps as node:http hands them over (lower-case names; set-cookie and a few others as arrays). */
+const REQUEST_HEADER_CASES: IncomingHttpHeaders[] = [
+  {},
+  { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'curl/8' },
+  {
+    host: 'gw',
+    connection: 'keep-alive',
+    'keep-alive': 'timeout=5',
+    'proxy-connection': 'x',
+    'proxy-authorization': 'p',
+    'transfer-encoding': 'chunked',
+    te: 'trailers',
+    trailer: 'x-t',
+    upgrade: 'h2c',
+    'http2-settings': 's',
+    'content-length': '10',
+    expect: '100-continue',
+    authorization: 'Bearer t',
+    'x-webhook-secret': 's',
+    'x-request-id': 'caller-chosen',
+    'x-kept': 'yes',
+  },
+  { connection: 'close, X-Drop-Me ,x-also', 'x-drop-me': '1', 'x-also': '2', 'x-stay': '3' },
+  { connection: ['x-a', 'X-B'] as unknown as string, 'x-a': '1', 'x-b': '2', 'x-c': '3' },
+  { connection: ',, ,', 'x-a': '1' },
+  { 'x-multi': ['a', 'b'] as unknown as string, 'set-cookie': ['c=1', 'd=2'] },
+  { 'X-Upper': 'v', 'Content-Type': 'text/plain' },
+  { 'x-empty': '', 'x-space': '  v  ' },
+];
+
+const RESPONSE_HEADER_CASES: IncomingHttpHeaders[] = [
+  {},
+  { 'content-type': 'application/json', 'content-length': '2', date: 'Mon, 23 Nov 2026 21:00:00 GMT' },
+  {
+    connection: 'keep-alive',
+    'keep-alive': 'timeout=5',
+    'proxy-connection': 'x',
+    'transfer-encoding': 'chunked',
+    te: 'x',
+    trailer: 'x-t',
+    upgrade: 'h2c',
+    'http2-settings': 's',
+    'x-request-id': 'app-chosen',
+    'content-length': '5',
+    'proxy-authenticate': 'kept',
+    authorization: 'kept',
+    'x-kept': 'yes',
+  },
+  { connection: 'x-hop', 'x-hop': '1', 'x-end': '2' },
+  { 'set-cookie': ['a=1', 'b=2'], 'x-multi': ['a', 'b'] as unknown as string },
+  { 'Cache-Control': 'no-store' },
+];
+
+const QUERY_CASES = [
+  '',
+  '?',
+  '?a=1',
+  'a=1',
+  '?a=1&b=2',
+  '?async=true',
+  '?async=false&x=1',
+  '?x=1&webhookEndpoint=http%3A%2F%2Fh&y=2',
+  '?async=1&async=2',
+  '?ASYNC=true',
+  '?a=%20&b&c=ä',
+  '?a+b=c+d',
+  '?a=%zz',
+  '?=x',
+  '?a&&b',
+  '?a=1;b=2',
+  "?e=%E2%82%AC&s=~*!()'",
+  '?k=v#frag',
+  '?a=b=c',
+  '?%61sync=true',
+];
+
+// --- write or check --------------------------------------------------------------------------------
+
+const files: Record<string, unknown> = {
+  'body.json': { maxJsonDepth: MAX_JSON_DEPTH, cases: [...BODY_CASES, ...bodyCorpus()].map(bodyVector) },
+  'route.json': { cases: ROUTE_CASES.map(routeVector) },
+  'request-headers.json': {
+    requestId: 'req-0001',
+    cases: REQUEST_HEADER_CASES.map((h) => ({ in: h, out: forwardRequestHeaders(h, 'req-0001') })),
+  },
+  'response-headers.json': {
+    cases: RESPONSE_HEADER_CASES.map((h) => ({ in: h, out: forwardResponseHeaders(h) })),
+  },
+  'query.json': { cases: QUERY_CASES.map((q) => ({ in: q, out: forwardQuery(q) })) },
+};
+
+/** One case a line, so a rule change shows in the diff as the cases it changed. */
+function render({ cases, ...rest }: { cases: unknown[] }): string {
+  const head = JSON.stringify(rest).slice(0, -1);
+  const lines = cases.map((c) => JSON.stringify(c)).join(',\n');
+  return `${head}${head === '{' ? '' : ','}"cases":[\n${lines}\n]}\n`;
+}
+
+const check = process.argv.includes('--check');
+const stale: string[] = [];
+for (const [name, value] of Object.entries(files)) {
+  const text = render(value as { cases: unknown[] });
+  const path = join(DIR, name);
+  if (!check) writeFileSync(path, text);
+  else {
+    let now = '';
+    try {
+      now = readFileSync(path, 'utf8');
+    } catch {}
+    if (now !== text) stale.push(path);
+  }
+}
+if (stale.length > 0) {
+  console.error(
+    `the data plane's test vectors differ from what the TypeScript rules give now: ${stale.join(', ')}\n` +
+      'run `node hack/dataplane-vectors.ts` and make the Rust modules agree (docs/design/native-data-plane.md §7)',
+  );
+  process.exit(1);
+}
