@@ -7,6 +7,7 @@ pub mod channel;
 pub mod error;
 pub mod frame;
 pub mod message;
+pub mod route;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets
 /// APPHOST_DATAPLANE_BUILD to the git commit; a developer's build says `dev`.
