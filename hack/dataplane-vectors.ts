@@ -8,7 +8,8 @@
  *   node hack/dataplane-vectors.ts --check   exit 1, naming each file that differs from what the rules give now
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import type { IncomingHttpHeaders } from 'node:http';
+import { type IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { route } from '../src/gateway/middleware/route.ts';
@@ -253,57 +254,189 @@ function routeVector([method, path]: [string, string]) {
 
 // --- headers and query ---------------------------------------------------------------------------
 
-/** Header maps as node:http hands them over (lower-case names; set-cookie and a few others as arrays). */
-const REQUEST_HEADER_CASES: IncomingHttpHeaders[] = [
-  {},
-  { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'curl/8' },
-  {
-    host: 'gw',
-    connection: 'keep-alive',
-    'keep-alive': 'timeout=5',
-    'proxy-connection': 'x',
-    'proxy-authorization': 'p',
-    'transfer-encoding': 'chunked',
-    te: 'trailers',
-    trailer: 'x-t',
-    upgrade: 'h2c',
-    'http2-settings': 's',
-    'content-length': '10',
-    expect: '100-continue',
-    authorization: 'Bearer t',
-    'x-webhook-secret': 's',
-    'x-request-id': 'caller-chosen',
-    'x-kept': 'yes',
-  },
-  { connection: 'close, X-Drop-Me ,x-also', 'x-drop-me': '1', 'x-also': '2', 'x-stay': '3' },
-  { connection: ['x-a', 'X-B'] as unknown as string, 'x-a': '1', 'x-b': '2', 'x-c': '3' },
-  { connection: ',, ,', 'x-a': '1' },
-  { 'x-multi': ['a', 'b'] as unknown as string, 'set-cookie': ['c=1', 'd=2'] },
-  { 'X-Upper': 'v', 'Content-Type': 'text/plain' },
-  { 'x-empty': '', 'x-space': '  v  ' },
+/**
+ * Node's header map from a head's lines, as node:http builds `req.headers` and `res.headers`: names
+ * lower-cased, a repeated set-cookie an array, cookie joined with '; ', the fields node keeps once
+ * (content-type, host, authorization, …) their first value, every other joined with ', '. It is the
+ * IncomingMessage method node itself calls for every parsed head (internal: the generator stops if it goes).
+ */
+function nodeHeaders(raw: Array<[string, string]>): IncomingHttpHeaders {
+  const msg = new IncomingMessage(null as unknown as Socket) as IncomingMessage & {
+    _addHeaderLines?: (lines: string[], n: number) => void;
+  };
+  if (typeof msg._addHeaderLines !== 'function')
+    throw new Error("node's IncomingMessage._addHeaderLines is gone");
+  const lines = raw.flat();
+  msg._addHeaderLines(lines, lines.length);
+  return msg.headers;
+}
+
+/** Heads as the caller (request) or the app (response) sends them: name and value, in order. */
+const REQUEST_HEADER_CASES: Array<Array<[string, string]>> = [
+  [],
+  [
+    ['Content-Type', 'application/json'],
+    ['Accept', '*/*'],
+    ['User-Agent', 'curl/8'],
+  ],
+  [
+    ['Host', 'gw'],
+    ['Connection', 'keep-alive'],
+    ['Keep-Alive', 'timeout=5'],
+    ['Proxy-Connection', 'x'],
+    ['Proxy-Authorization', 'p'],
+    ['Transfer-Encoding', 'chunked'],
+    ['TE', 'trailers'],
+    ['Trailer', 'x-t'],
+    ['Upgrade', 'h2c'],
+    ['HTTP2-Settings', 's'],
+    ['Content-Length', '10'],
+    ['Expect', '100-continue'],
+    ['Authorization', 'Bearer t'],
+    ['X-Webhook-Secret', 's'],
+    ['X-Request-Id', 'caller-chosen'],
+    ['X-Kept', 'yes'],
+  ],
+  [
+    ['Connection', 'close, X-Drop-Me ,x-also'],
+    ['X-Drop-Me', '1'],
+    ['x-also', '2'],
+    ['X-Stay', '3'],
+  ],
+  [
+    ['Connection', 'x-a'],
+    ['connection', 'X-B'],
+    ['X-A', '1'],
+    ['X-B', '2'],
+    ['X-C', '3'],
+  ],
+  [
+    ['Connection', ',, ,'],
+    ['X-A', '1'],
+  ],
+  [
+    ['X-Multi', 'a'],
+    ['x-multi', 'b'],
+    ['Set-Cookie', 'c=1'],
+    ['set-cookie', 'd=2'],
+  ],
+  [
+    ['Cookie', 'a=1'],
+    ['cookie', 'b=2'],
+    ['Content-Type', 'text/plain'],
+    ['content-type', 'text/html'],
+  ],
+  [
+    ['User-Agent', 'one'],
+    ['User-Agent', 'two'],
+    ['Referer', 'r1'],
+    ['Referer', 'r2'],
+    ['From', 'f1'],
+    ['From', 'f2'],
+  ],
+  [
+    ['If-Modified-Since', 'a'],
+    ['If-Modified-Since', 'b'],
+    ['Max-Forwards', '1'],
+    ['Max-Forwards', '2'],
+  ],
+  [
+    ['X-Empty', ''],
+    ['X-Space', '  v  '],
+    ['X-Upper', 'VALUE'],
+  ],
+  [
+    ['Authorization', 'Bearer a'],
+    ['Authorization', 'Bearer b'],
+    ['X-Request-Id', 'a'],
+    ['X-Request-Id', 'b'],
+  ],
 ];
 
-const RESPONSE_HEADER_CASES: IncomingHttpHeaders[] = [
-  {},
-  { 'content-type': 'application/json', 'content-length': '2', date: 'Mon, 23 Nov 2026 21:00:00 GMT' },
-  {
-    connection: 'keep-alive',
-    'keep-alive': 'timeout=5',
-    'proxy-connection': 'x',
-    'transfer-encoding': 'chunked',
-    te: 'x',
-    trailer: 'x-t',
-    upgrade: 'h2c',
-    'http2-settings': 's',
-    'x-request-id': 'app-chosen',
-    'content-length': '5',
-    'proxy-authenticate': 'kept',
-    authorization: 'kept',
-    'x-kept': 'yes',
-  },
-  { connection: 'x-hop', 'x-hop': '1', 'x-end': '2' },
-  { 'set-cookie': ['a=1', 'b=2'], 'x-multi': ['a', 'b'] as unknown as string },
-  { 'Cache-Control': 'no-store' },
+/** The fields node keeps once (its first value), each sent twice. */
+const KEPT_ONCE = [
+  'age',
+  'from',
+  'etag',
+  'host',
+  'server',
+  'referer',
+  'expires',
+  'location',
+  'user-agent',
+  'retry-after',
+  'content-type',
+  'authorization',
+  'max-forwards',
+  'last-modified',
+  'content-length',
+  'proxy-authorization',
+  'if-modified-since',
+  'if-unmodified-since',
+];
+REQUEST_HEADER_CASES.push(
+  KEPT_ONCE.flatMap(
+    (n): Array<[string, string]> => [
+      [n, `${n}-1`],
+      [n.toUpperCase(), `${n}-2`],
+    ],
+  ),
+);
+
+const RESPONSE_HEADER_CASES: Array<Array<[string, string]>> = [
+  [],
+  [
+    ['Content-Type', 'application/json'],
+    ['Content-Length', '2'],
+    ['Date', 'Mon, 23 Nov 2026 21:00:00 GMT'],
+  ],
+  [
+    ['Connection', 'keep-alive'],
+    ['Keep-Alive', 'timeout=5'],
+    ['Proxy-Connection', 'x'],
+    ['Transfer-Encoding', 'chunked'],
+    ['TE', 'x'],
+    ['Trailer', 'x-t'],
+    ['Upgrade', 'h2c'],
+    ['HTTP2-Settings', 's'],
+    ['X-Request-Id', 'app-chosen'],
+    ['Content-Length', '5'],
+    ['Proxy-Authenticate', 'kept'],
+    ['Authorization', 'kept'],
+    ['X-Kept', 'yes'],
+  ],
+  [
+    ['Connection', 'x-hop'],
+    ['X-Hop', '1'],
+    ['X-End', '2'],
+  ],
+  [
+    ['Set-Cookie', 'a=1'],
+    ['Set-Cookie', 'b=2'],
+    ['X-Multi', 'a'],
+    ['X-Multi', 'b'],
+  ],
+  [
+    ['Cache-Control', 'no-store'],
+    ['ETag', '"1"'],
+    ['ETag', '"2"'],
+    ['Location', '/a'],
+    ['Location', '/b'],
+  ],
+  [
+    ['Server', 's1'],
+    ['Server', 's2'],
+    ['Age', '1'],
+    ['Expires', 'e'],
+    ['Last-Modified', 'l'],
+    ['Retry-After', '1'],
+  ],
+  [
+    ['Content-Type', 'text/event-stream'],
+    ['Content-Type', 'text/plain'],
+    ['Vary', 'a'],
+    ['Vary', 'b'],
+  ],
 ];
 
 const QUERY_CASES = [
@@ -336,10 +469,16 @@ const files: Record<string, unknown> = {
   'route.json': { cases: ROUTE_CASES.map(routeVector) },
   'request-headers.json': {
     requestId: 'req-0001',
-    cases: REQUEST_HEADER_CASES.map((h) => ({ in: h, out: forwardRequestHeaders(h, 'req-0001') })),
+    cases: REQUEST_HEADER_CASES.map((raw) => {
+      const node = nodeHeaders(raw);
+      return { in: raw, node, out: forwardRequestHeaders(node, 'req-0001') };
+    }),
   },
   'response-headers.json': {
-    cases: RESPONSE_HEADER_CASES.map((h) => ({ in: h, out: forwardResponseHeaders(h) })),
+    cases: RESPONSE_HEADER_CASES.map((raw) => {
+      const node = nodeHeaders(raw);
+      return { in: raw, node, out: forwardResponseHeaders(node) };
+    }),
   },
   'query.json': { cases: QUERY_CASES.map((q) => ({ in: q, out: forwardQuery(q) })) },
 };
