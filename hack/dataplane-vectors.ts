@@ -460,6 +460,15 @@ const QUERY_CASES = [
   '?k=v#frag',
   '?a=b=c',
   '?%61sync=true',
+  // percent-decoding that is not UTF-8 (U+FFFD), a bare or short %, encoded separators
+  '?a=%FF',
+  '?a=%C3',
+  '?a=%E2%82x',
+  '?%=1',
+  '?a=%2',
+  '?b=%2B+%26&c=%3D',
+  '?webhookEndpoint&async',
+  '?&&',
 ];
 
 // --- write or check --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ pub mod error;
 pub mod frame;
 pub mod headers;
 pub mod message;
+pub mod query;
 pub mod route;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets
