@@ -11,7 +11,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
+import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
+import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
+import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
 import { ApiError } from '../src/shared/errors.ts';
 import { forwardQuery, forwardRequestHeaders, forwardResponseHeaders } from '../src/shared/http/upstream.ts';
@@ -471,6 +474,113 @@ const QUERY_CASES = [
   '?&&',
 ];
 
+// --- auth: the bearer token of the Authorization header ----------------------------------------------
+
+/** Authorization values as node hands them over (latin1: one char a byte); null when there is none. */
+const AUTH_CASES: Array<string | null> = [
+  null,
+  '',
+  'Bearer abc.def-ghi_jkl',
+  'bearer abc',
+  'BEARER abc',
+  'BeArEr abc',
+  'Bearer',
+  'Bearer ',
+  'Bearer  ',
+  'Bearer  abc  ',
+  'Bearer\tabc',
+  'Bearer\tabc\t',
+  'Bearerabc',
+  'Bearer abc def',
+  'Basic dXNlcjpwdw==',
+  ' Bearer abc',
+  'Bearer abc\u000b',
+  'Bearer abc\u000c',
+  'Bearer\u00a0abc',
+  'Bearer abc\u00a0',
+  'Bearer a\u00a0b',
+  'Bearer \u0085abc',
+  'Bearer abc\u0085',
+  'Bearer a\u00ffb',
+  'Bearer =',
+  'Bearer "abc"',
+  'Token abc',
+  'Bearer\u000babc',
+  'Bearer abc\r',
+];
+
+function authVector(header: string | null) {
+  const headers: Record<string, string> = {};
+  let token: string | null = null;
+  const ctx = {
+    state: { target: { projectId: 'p', appName: 'a', path: '' } },
+    get: (name: string) => (name.toLowerCase() === 'authorization' ? (header ?? '') : ''),
+    set(name: string, value: string) {
+      headers[name.toLowerCase()] = value;
+    },
+  };
+  try {
+    authorize(ctx as unknown as Parameters<typeof authorize>[0], (t) => {
+      token = t;
+      return { projectId: 'p' } as ReturnType<Parameters<typeof authorize>[1]> & { projectId: string };
+    });
+    return { header, token };
+  } catch (err) {
+    return { header, token, error: { ...errorOf(err), headers } };
+  }
+}
+
+// --- balancer: pickReplica, nextUnblock, poolSettingsFor ---------------------------------------------
+
+function pickCases() {
+  const rand = seeded(0x5eed1234);
+  const out: Array<{ replicas: ReplicaLoad[]; capacity: number; now: number; start: number }> = [
+    { replicas: [], capacity: 1, now: 0, start: 0 },
+    { replicas: [{ inflight: 0, blockedUntil: 0 }], capacity: 1, now: 0, start: 0 },
+    { replicas: [{ inflight: 1, blockedUntil: 0 }], capacity: 1, now: 0, start: 0 },
+    { replicas: [{ inflight: 0, blockedUntil: 10 }], capacity: 1, now: 10, start: 0 },
+    { replicas: [{ inflight: 0, blockedUntil: 11 }], capacity: 1, now: 10, start: 0 },
+  ];
+  for (let k = 0; k < 300; k++) {
+    const n = 1 + rand(6);
+    const capacity = 1 + rand(4);
+    const now = 100 + rand(3);
+    const replicas = Array.from({ length: n }, () => ({
+      inflight: rand(capacity + 1),
+      blockedUntil: rand(4) === 0 ? 99 + rand(5) : 0,
+    }));
+    out.push({ replicas, capacity, now, start: rand(2 * n) });
+  }
+  return out.map((c) => ({
+    ...c,
+    pick: pickReplica(c.replicas, c.capacity, c.now, c.start),
+    nextUnblock: nextUnblock(c.replicas, c.capacity) ?? null,
+  }));
+}
+
+function poolSettingsCases() {
+  const out = [];
+  for (const replicaConcurrency of [1, 2, 10, 100, 1000])
+    for (const maxReplicas of [0, 1, 3, 10, 200])
+      for (const [queueDepthFactor, maxQueuePerApp] of [
+        [10, 1000],
+        [0, 1000],
+        [1, 5],
+      ] as const) {
+        const scaling = {
+          minReplicas: 0,
+          maxReplicas,
+          replicaConcurrency,
+          targetUtilization: 70,
+          scalingBuffer: 0,
+          cooldownSeconds: 300,
+        };
+        const settings = { ...DEFAULT_BALANCER_SETTINGS, queueDepthFactor, maxQueuePerApp };
+        out.push({ scaling, settings, pool: poolSettingsFor(scaling, settings) });
+      }
+  return out;
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -490,6 +600,9 @@ const files: Record<string, unknown> = {
     }),
   },
   'query.json': { cases: QUERY_CASES.map((q) => ({ in: q, out: forwardQuery(q) })) },
+  'auth.json': { cases: AUTH_CASES.map(authVector) },
+  'pick.json': { cases: pickCases() },
+  'pool-settings.json': { cases: poolSettingsCases() },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

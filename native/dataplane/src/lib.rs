@@ -2,12 +2,14 @@
 //! to the gateway's Node process (framing, messages, the hello/ping loop); built, not yet started by
 //! the gateway.
 
+pub mod auth;
 pub mod body;
 pub mod channel;
 pub mod error;
 pub mod frame;
 pub mod headers;
 pub mod message;
+pub mod pick;
 pub mod query;
 pub mod route;
 
