@@ -13,11 +13,17 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
+import { gaveUp, Refusal } from '../src/gateway/balancer/place.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
 import { ApiError } from '../src/shared/errors.ts';
-import { forwardQuery, forwardRequestHeaders, forwardResponseHeaders } from '../src/shared/http/upstream.ts';
+import {
+  forwardQuery,
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  upstreamError,
+} from '../src/shared/http/upstream.ts';
 
 const DIR = join(import.meta.dirname, '..', 'native', 'dataplane', 'tests', 'vectors');
 
@@ -581,6 +587,42 @@ function poolSettingsCases() {
   return out;
 }
 
+// --- errors after dispatch: the bytes the data plane writes itself -----------------------------------
+
+/** An error as written (writeError): status, Retry-After, and the body's exact bytes. */
+function wire(err: unknown) {
+  if (!(err instanceof ApiError)) throw err;
+  return { status: err.status, retryAfter: err.retryAfter ?? null, body: JSON.stringify(err.toBody()) };
+}
+
+function errorCases() {
+  const apps = ['hello', 'acme/hello', 'q"u\\o\u2028t\u0001é😀'];
+  const gaveUpCases = [];
+  for (const app of apps)
+    for (const refused of Object.values(Refusal))
+      for (const detail of [undefined, 'ECONNREFUSED', 'x"y'])
+        for (const tries of [1, 4]) {
+          const last = detail === undefined ? { refused } : { refused, detail };
+          gaveUpCases.push({
+            app,
+            refused,
+            detail: detail ?? null,
+            tries,
+            retryAfterSeconds: 5,
+            ...wire(gaveUp(app, last, tries, 5)),
+          });
+        }
+  const upstream = [
+    'UND_ERR_HEADERS_TIMEOUT',
+    'UND_ERR_BODY_TIMEOUT',
+    'ECONNREFUSED',
+    'ECONNRESET',
+    'UND_ERR_SOCKET',
+    '',
+  ].map((code) => ({ code, ...wire(upstreamError(Object.assign(new Error('x'), code ? { code } : {}))) }));
+  return { gaveUp: gaveUpCases, upstream };
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -603,6 +645,7 @@ const files: Record<string, unknown> = {
   'auth.json': { cases: AUTH_CASES.map(authVector) },
   'pick.json': { cases: pickCases() },
   'pool-settings.json': { cases: poolSettingsCases() },
+  'errors.json': { cases: [errorCases()] },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

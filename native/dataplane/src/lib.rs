@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod channel;
 pub mod error;
+pub mod errors;
 pub mod frame;
 pub mod headers;
 pub mod message;

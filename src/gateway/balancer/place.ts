@@ -69,7 +69,13 @@ export async function placeCall<T>(
   }
 }
 
-function gaveUp(app: string, last: { refused: Refusal; detail?: string }, tries: number, retryAfter: number) {
+/** The error of a call no replica took (exported for hack/dataplane-vectors.ts). */
+export function gaveUp(
+  app: string,
+  last: { refused: Refusal; detail?: string },
+  tries: number,
+  retryAfter: number,
+) {
   const details = { reason: last.refused, ...(last.detail ? { detail: last.detail } : {}) };
   if (last.refused === Refusal.Unreachable) {
     return new ApiError(ErrorCode.UpstreamUnreachable, `app "${app}" could not be reached (${tries} tries)`, {
