@@ -12,11 +12,13 @@ import { type IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
+import { ConcurrencyMeter } from '../src/gateway/balancer/meter.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
 import { gaveUp, Refusal } from '../src/gateway/balancer/place.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
+import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
 import { ApiError } from '../src/shared/errors.ts';
 import {
   forwardQuery,
@@ -623,6 +625,58 @@ function errorCases() {
   return { gaveUp: gaveUpCases, upstream };
 }
 
+// --- meter and sync-call record admission ------------------------------------------------------------
+
+/** ConcurrencyMeter runs: each a start time and steps (set a level, or take the average). */
+function meterCases() {
+  const rand = seeded(0x3e7e2);
+  const runs = [];
+  for (let k = 0; k < 40; k++) {
+    const start = 1_000 + rand(1000);
+    const meter = new ConcurrencyMeter(start);
+    let now = start;
+    const steps = [];
+    for (let m = 0; m < 30; m++) {
+      // Time mostly moves on, sometimes stands still, now and then steps back (a clock is not monotonic).
+      const move = rand(10);
+      now += move === 0 ? 0 : move === 1 ? -rand(50) : rand(300);
+      if (rand(3) === 0) steps.push({ take: now, avg: meter.take(now) });
+      else {
+        const level = rand(12);
+        meter.set(now, level);
+        steps.push({ set: now, level });
+      }
+    }
+    runs.push({ start, steps, level: meter.level });
+  }
+  return runs;
+}
+
+/** createSyncCallLimiter runs: settings and calls (project, app, finished at) with the answer for each. */
+function recordCases() {
+  const rand = seeded(0x5c0de);
+  const runs = [];
+  for (const [perAppPerSecond, perSecond] of [
+    [10, 200],
+    [2, 5],
+    [0, 200],
+    [3, 3],
+    [1, 1000],
+  ] as const) {
+    const admit = createSyncCallLimiter({ perAppPerSecond, perSecond });
+    let now = 1_700_000_000_000;
+    const calls = [];
+    for (let k = 0; k < 400; k++) {
+      now += rand(5) === 0 ? 1000 - rand(2000) : rand(40);
+      const projectId = `p${rand(3)}`;
+      const appName = `a${rand(4)}`;
+      calls.push([projectId, appName, now, admit(projectId, appName, now)]);
+    }
+    runs.push({ perAppPerSecond, perSecond, calls });
+  }
+  return runs;
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -646,6 +700,8 @@ const files: Record<string, unknown> = {
   'pick.json': { cases: pickCases() },
   'pool-settings.json': { cases: poolSettingsCases() },
   'errors.json': { cases: [errorCases()] },
+  'meter.json': { cases: meterCases() },
+  'records.json': { cases: recordCases() },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

@@ -10,8 +10,10 @@ pub mod errors;
 pub mod frame;
 pub mod headers;
 pub mod message;
+pub mod meter;
 pub mod pick;
 pub mod query;
+pub mod records;
 pub mod route;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets

@@ -1,0 +1,58 @@
+//! Which sync calls get a record: a port of the gateway's `createSyncCallLimiter`
+//! (src/runs/sync-calls.ts) — at most `per_app_per_second` records per app and `per_second` in all
+//! within each wall-clock second; memory is one counter per app seen in the current second.
+//! tests/records_vectors.rs holds it to tests/vectors/records.json.
+
+use std::collections::HashMap;
+
+/// The record rate bounds (`SyncCallSettings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncCallSettings {
+    /// Records per second for one app (per data plane); 0 records no sync call.
+    pub per_app_per_second: u32,
+    /// Records per second for all apps together.
+    pub per_second: u32,
+}
+
+#[derive(Debug)]
+pub struct SyncCallLimiter {
+    s: SyncCallSettings,
+    second: i64,
+    total: u32,
+    per_app: HashMap<(String, String), u32>,
+}
+
+impl SyncCallLimiter {
+    pub fn new(s: SyncCallSettings) -> Self {
+        SyncCallLimiter {
+            s,
+            second: -1,
+            total: 0,
+            per_app: HashMap::new(),
+        }
+    }
+
+    /// Whether a call of this app, finished at `now_ms` (wall clock), gets a record.
+    pub fn admit(&mut self, project_id: &str, app_name: &str, now_ms: i64) -> bool {
+        if self.s.per_app_per_second == 0 {
+            return false;
+        }
+        let now = now_ms.div_euclid(1000);
+        if now != self.second {
+            self.second = now;
+            self.total = 0;
+            self.per_app.clear();
+        }
+        if self.total >= self.s.per_second {
+            return false;
+        }
+        let key = (project_id.to_owned(), app_name.to_owned());
+        let n = self.per_app.entry(key).or_insert(0);
+        if *n >= self.s.per_app_per_second {
+            return false;
+        }
+        *n += 1;
+        self.total += 1;
+        true
+    }
+}
