@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
 import { ConcurrencyMeter } from '../src/gateway/balancer/meter.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
-import { gaveUp, Refusal } from '../src/gateway/balancer/place.ts';
+import { gaveUp, placeCall, Refusal } from '../src/gateway/balancer/place.ts';
+import type { AppPool } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
@@ -677,6 +678,83 @@ function recordCases() {
   return runs;
 }
 
+// --- place: retries, block periods and the queue bound after a replica's refusal ---------------------
+
+type PlaceStep = { at: number; result: 'ok' | Refusal; detail?: string };
+
+/** placeCall on a scripted pool: what it asks the pool (acquire with a requeue deadline, refuse with a block). */
+async function placeRun(script: PlaceStep[], settings: typeof DEFAULT_BALANCER_SETTINGS) {
+  let next = 0;
+  let clock = script[0]?.at ?? 0;
+  const log: unknown[] = [];
+  const lease = {
+    refuse: (ms: number, refused: Refusal) => log.push({ refuse: ms, refused }),
+    release: () => log.push({ release: true }),
+  };
+  const pool = {
+    app: 'acme/hello',
+    acquire: async (o: { requeue?: { deadline: number } }) => {
+      log.push({ acquire: o.requeue?.deadline ?? null });
+      return lease;
+    },
+  };
+  const attempt = async () => {
+    const step = script[next++] as PlaceStep;
+    clock = step.at;
+    return step.result === 'ok'
+      ? { value: 'ok' }
+      : { refused: step.result, ...(step.detail ? { detail: step.detail } : {}) };
+  };
+  let outcome: unknown = 'ok';
+  try {
+    await placeCall(pool as unknown as AppPool, settings, attempt, { now: () => clock });
+  } catch (err) {
+    outcome = wire(err);
+  }
+  return { settings, script: script.slice(0, next), log, outcome };
+}
+
+async function placeCases() {
+  const rand = seeded(0x91ace);
+  const refusals = Object.values(Refusal);
+  const runs = [];
+  for (const [maxRetries, queueTimeoutMs] of [
+    [3, 30_000],
+    [0, 1_000],
+    [1, 100],
+  ] as const) {
+    const settings = { ...DEFAULT_BALANCER_SETTINGS, maxRetries, queueTimeoutMs };
+    // The queue bound to the millisecond: a refusal one before the deadline is retried, one at it is not.
+    for (const late of [queueTimeoutMs - 1, queueTimeoutMs])
+      runs.push(
+        await placeRun(
+          [
+            { at: 5_000, result: 'at_capacity' },
+            { at: 5_000 + late, result: 'at_capacity' },
+            { at: 5_000 + late, result: 'ok' },
+          ],
+          settings,
+        ),
+      );
+    for (let k = 0; k < 40; k++) {
+      let at = 1_000_000 + rand(1000);
+      const script: PlaceStep[] = [];
+      for (let m = 0; m < 12; m++) {
+        at += rand(3) === 0 ? 0 : rand(queueTimeoutMs / 2);
+        const refused = refusals[rand(refusals.length)] as Refusal;
+        script.push(
+          rand(8) === 0
+            ? { at, result: 'ok' }
+            : { at, result: refused, ...(rand(2) ? { detail: 'ECONNREFUSED' } : {}) },
+        );
+      }
+      script.push({ at, result: 'ok' });
+      runs.push(await placeRun(script, settings));
+    }
+  }
+  return runs;
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -702,6 +780,7 @@ const files: Record<string, unknown> = {
   'errors.json': { cases: [errorCases()] },
   'meter.json': { cases: meterCases() },
   'records.json': { cases: recordCases() },
+  'place.json': { cases: await placeCases() },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

@@ -12,6 +12,7 @@ pub mod headers;
 pub mod message;
 pub mod meter;
 pub mod pick;
+pub mod place;
 pub mod query;
 pub mod records;
 pub mod route;
