@@ -54,6 +54,12 @@ const BODY_CASES: Array<string | Buffer> = [
   '',
   '  ',
   '\n\t ',
+  '\r\n',
+  // blank to Node's trim() only (handed off by the data plane)
+  '\u000b',
+  '\u00a0',
+  '\ufeff',
+  ' \u2028 ',
   // body.test.ts's near misses: refused by both
   '{"a":1,}',
   '{,}',

@@ -11,10 +11,16 @@
 /// runtime's `MAX_DEPTH` (the vectors carry the TS value, and the tests compare them).
 pub const MAX_JSON_DEPTH: usize = 512;
 
-/// Whether the data plane may pass `body` on without Node: valid UTF-8 and [`is_plain_json_object`].
-/// An empty or blank body (no arguments, accepted by Node) is not taken here: it is handed off.
+/// Whether the data plane may pass `body` on without Node: empty or only SP/HT/LF/CR (no arguments;
+/// Node's `trim()` takes more spaces than these, which are handed off), or valid UTF-8 and
+/// [`is_plain_json_object`] (design §2, the Cortex body check).
 pub fn accepts(body: &[u8]) -> bool {
-    is_plain_json_object(body) && std::str::from_utf8(body).is_ok()
+    is_blank(body) || (is_plain_json_object(body) && std::str::from_utf8(body).is_ok())
+}
+
+/// Empty, or only the spaces JSON itself allows (SP, HT, LF, CR).
+fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 fn skip_space(b: &[u8], mut i: usize) -> usize {
@@ -182,10 +188,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_usual_body_passes_and_blank_is_handed_off() {
+    fn the_usual_body_and_blank_ones_pass() {
         assert!(accepts(br#"{"user":"bench","n":42,"tags":["a","b","c"]}"#));
-        assert!(!accepts(b""));
-        assert!(!accepts(b"  "));
+        assert!(accepts(b""));
+        assert!(accepts(b" \t\r\n"));
+        // Node's trim() takes these too; the data plane hands them off.
+        assert!(!accepts(b"\x0b"));
+        assert!(!accepts("\u{a0}".as_bytes()));
     }
 
     #[test]
