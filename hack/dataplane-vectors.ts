@@ -19,6 +19,12 @@ import type { AppPool } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
+import {
+  BODIES_PASSED_ON_BYTES,
+  mutatedBodies,
+  NEAR_MISS_BODIES,
+  seededRandom,
+} from '../src/gateway/testing/body-corpus.ts';
 import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
 import { ApiError } from '../src/shared/errors.ts';
 import {
@@ -37,14 +43,6 @@ function errorOf(err: unknown): { status: number; body: Record<string, unknown> 
 }
 
 /** The same seeded generator as body.test.ts's mutated corpus. */
-function seeded(seed: number): (n: number) => number {
-  let state = seed >>> 0;
-  return (n) => {
-    state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-    return state % n;
-  };
-}
-
 // --- body: isPlainJsonObject (the byte scan) and checkCortexBody (the full check) -------------------
 
 const nested = (levels: number) => `{"a":${'['.repeat(levels - 1)}${']'.repeat(levels - 1)}}`;
@@ -61,56 +59,7 @@ const BODY_CASES: Array<string | Buffer> = [
   '\ufeff',
   ' \u2028 ',
   // body.test.ts's near misses: refused by both
-  '{"a":1,}',
-  '{,}',
-  '{"a" 1}',
-  '{"a":}',
-  '{"a"}',
-  "{'a':1}",
-  '{a:1}',
-  '{"a":[1,]}',
-  '{"a":[,1]}',
-  '{"a":[1 2]}',
-  '{"a":01}',
-  '{"a":-01}',
-  '{"a":1.}',
-  '{"a":.5}',
-  '{"a":-}',
-  '{"a":+1}',
-  '{"a":1.5.5}',
-  '{"a":0x10}',
-  '{"a":tru}',
-  '{"a":nul}',
-  '{"a":True}',
-  '{"a":falsey}',
-  '{"a":Infinity}',
-  '{"a":-Infinity}',
-  '{"a":"\\x41"}',
-  '{"a":"\\u12G4"}',
-  '{"a":"\\u12"}',
-  '{"a":"\\',
-  '{"a":"tab\there"}',
-  '{"a":"raw\u0001"}',
-  '{"a":"line\nbreak"}',
-  '{"a":"open',
-  '{"a":1',
-  '{"a":{"b":1}',
-  '{"a":[1}',
-  '{"a":{1]}',
-  '{"a":1}}',
-  '{"a":1}]',
-  '{"a":1} x',
-  '{"a":1}{}',
-  '{"a":1},',
-  '\ufeff{"a":1}',
-  '\u00a0{"a":1}',
-  '{"a":1}\u00a0',
-  '{"a":1}\u000b',
-  '{"a":1\u000c}',
-  '[{"a":1}]',
-  '{"a":1e}',
-  '{"a":1e+}',
-  '{"a":1E400}',
+  ...NEAR_MISS_BODIES,
   // not an object
   '{',
   '[1]',
@@ -119,15 +68,9 @@ const BODY_CASES: Array<string | Buffer> = [
   'null',
   'true',
   'NaN',
-  // body.test.ts's bodies passed on their bytes alone
-  '{}',
-  ' {"a":[1,2]} ',
-  '{"user":"bench","n":42,"tags":["a","b","c"]}',
-  '{"a":-0,"b":0.25,"c":-12.5,"d":true,"e":false,"f":null,"g":{},"h":[]}',
-  '{"s":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD800 é 😀 \u2028"}',
-  '\t\r\n{ "a" : [ { } , [ ] ] }\n',
-  // integers: 308 digits pass on the bytes, 309+ go to the full check (which takes 309 nines, refuses 400 digits)
-  `{"n":${'9'.repeat(308)}}`,
+  // body.test.ts's bodies passed on their bytes alone (the last: 308 digits; 309+ go to the full check,
+  // which takes 309 nines and refuses 400 digits)
+  ...BODIES_PASSED_ON_BYTES,
   `{"n":${'9'.repeat(309)}}`,
   `{"n":-${'9'.repeat(309)}}`,
   `{"name":1${'0'.repeat(400)}}`,
@@ -154,29 +97,12 @@ const BODY_CASES: Array<string | Buffer> = [
 ];
 
 function bodyCorpus(): Array<string | Buffer> {
-  // body.test.ts's mutated corpus, with its seeds, alphabet and generator (fewer bodies: the file stays small).
-  const seeds = [
-    '{"user":"bench","n":42,"tags":["a","b","c"]}',
-    '{"a":{"b":[1,-2.5,true,false,null,"x\\"y\\u0041"]},"c":{}}',
-    '{ "k" : [ 0 , 10 , -0.5 ] , "s" : "\\n" }',
-  ];
-  const alphabet = '{}[]":,.-+0123456789eEtrufalsn \t\n\r\\/ux\u00e9\u0001';
-  const rand = seeded(0x9e3779b9);
+  // body.test.ts's mutated corpus, drawn in the same order (fewer bodies: the file stays small).
+  const bodies = mutatedBodies();
   const out: string[] = [];
   const seen = new Set<string>();
   while (out.length < 1500) {
-    let text = seeds[rand(seeds.length)] as string;
-    for (let m = 1 + rand(3); m > 0; m--) {
-      const at = rand(text.length + 1);
-      const ch = alphabet[rand(alphabet.length)] as string;
-      const op = rand(3);
-      text =
-        op === 0
-          ? text.slice(0, at) + ch + text.slice(at)
-          : op === 1
-            ? text.slice(0, at) + text.slice(at + 1)
-            : text.slice(0, at) + ch + text.slice(at + 1);
-    }
+    const text = bodies.next().value as string;
     if (!seen.has(text)) {
       seen.add(text);
       out.push(text);
@@ -548,7 +474,7 @@ function authVector(header: string | null) {
 // --- balancer: pickReplica, nextUnblock, poolSettingsFor ---------------------------------------------
 
 function pickCases() {
-  const rand = seeded(0x5eed1234);
+  const rand = seededRandom(0x5eed1234);
   const out: Array<{ replicas: ReplicaLoad[]; capacity: number; now: number; start: number }> = [
     { replicas: [], capacity: 1, now: 0, start: 0 },
     { replicas: [{ inflight: 0, blockedUntil: 0 }], capacity: 1, now: 0, start: 0 },
@@ -636,7 +562,7 @@ function errorCases() {
 
 /** ConcurrencyMeter runs: each a start time and steps (set a level, or take the average). */
 function meterCases() {
-  const rand = seeded(0x3e7e2);
+  const rand = seededRandom(0x3e7e2);
   const runs = [];
   for (let k = 0; k < 40; k++) {
     const start = 1_000 + rand(1000);
@@ -661,7 +587,7 @@ function meterCases() {
 
 /** createSyncCallLimiter runs: settings and calls (project, app, finished at) with the answer for each. */
 function recordCases() {
-  const rand = seeded(0x5c0de);
+  const rand = seededRandom(0x5c0de);
   const runs = [];
   for (const [perAppPerSecond, perSecond] of [
     [10, 200],
@@ -721,7 +647,7 @@ async function placeRun(script: PlaceStep[], settings: typeof DEFAULT_BALANCER_S
 }
 
 async function placeCases() {
-  const rand = seeded(0x91ace);
+  const rand = seededRandom(0x91ace);
   const refusals = Object.values(Refusal);
   const runs = [];
   for (const [maxRetries, queueTimeoutMs] of [
