@@ -47,6 +47,22 @@ export interface ReplicaSink {
   replicaLoad?(projectId: string, appName: string): Record<string, number>;
 }
 
+/**
+ * Where a resolver reports the apps it knows (AppResolver.watchApps), so that a copy of its table can be
+ * kept elsewhere (the native data plane's feed, docs/design/native-data-plane.md §4).
+ * Reports of one app are in order; the last one is the app's state. A resolver may repeat a report
+ * whose content did not change, so a receiver that sends deltas on compares first.
+ */
+export interface AppSink {
+  /**
+   * The app as `resolve` would answer it now: it appeared or something in it changed (readiness,
+   * scaling, grace period, functions learnt, start failure).
+   */
+  setApp(app: ResolvedApp): void;
+  /** The app is gone: deleted, being deleted, or its project is gone. Unknown names may be reported. */
+  removeApp(projectId: string, appName: string): void;
+}
+
 /** A value now, or a promise of it: what a lookup answered from memory returns without a promise. */
 export type MaybePromise<T> = T | Promise<T>;
 
@@ -64,6 +80,12 @@ export interface AppResolver {
    * Absent: the gateway routes each call to `ResolvedApp.upstream` while the app is ready.
    */
   watchReplicas?(sink: ReplicaSink): void;
+  /**
+   * Reports every app the resolver knows to `sink`, once each and synchronously before returning (a
+   * full snapshot), then each change as it happens (the deltas), until the returned function is
+   * called. Absent: the resolver cannot list its apps (local mode without reported replicas).
+   */
+  watchApps?(sink: AppSink): () => void;
 }
 
 /**
