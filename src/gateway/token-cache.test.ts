@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { RunTokenClaims } from '../shared/run-tokens.ts';
-import { cachedRunTokenVerifier } from './token-cache.ts';
+import { cachedRunTokenVerifier, type RememberedToken } from './token-cache.ts';
 
 describe('cachedRunTokenVerifier', () => {
   const claims = (exp: number): RunTokenClaims => ({
@@ -118,5 +119,43 @@ describe('cachedRunTokenVerifier: the token last answered', () => {
     await v('z'); // evicts x, the last answered
     await v('x');
     expect(calls).toEqual(['x', 'x', 'y', 'z', 'x']);
+  });
+});
+
+describe('cachedRunTokenVerifier: onRemember', () => {
+  it('reports each token cached on a miss (digest of the whole token, project, entry expiry), never a hit or a failure', async () => {
+    let t = 1_000;
+    const remembered: RememberedToken[] = [];
+    const v = cachedRunTokenVerifier(
+      async (tok) => {
+        if (tok === 'bad') throw new Error('invalid');
+        return {
+          projectId: `p-${tok.length}`,
+          expiresAt: new Date(tok === 'ä-short' ? 5_000 : 4e12),
+          tokenId: 'j',
+        };
+      },
+      { ttlMs: 10_000, maxEntries: 10, now: () => t, onRemember: (r) => remembered.push(r) },
+    );
+    await v('tok');
+    v('tok');
+    await expect(v('bad')).rejects.toThrow();
+    await v('ä-short'); // non-ASCII: hashed as UTF-8; its own expiry is before the ttl
+    expect(remembered).toEqual([
+      {
+        sha256: createHash('sha256').update(Buffer.from('tok', 'utf8')).digest('hex'),
+        projectId: 'p-3',
+        until: 11_000,
+      },
+      {
+        sha256: createHash('sha256').update(Buffer.from('ä-short', 'utf8')).digest('hex'),
+        projectId: 'p-7',
+        until: 5_000,
+      },
+    ]);
+    expect(remembered[0]?.sha256).toMatch(/^[0-9a-f]{64}$/);
+    t = 11_000; // the entry expired: verified and reported again, with a new until
+    await v('tok');
+    expect(remembered.map((r) => r.until)).toEqual([11_000, 5_000, 21_000]);
   });
 });

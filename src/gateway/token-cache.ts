@@ -4,14 +4,34 @@
  * the token expires or `ttlMs` passes, whichever is first — so a key removed from the key set stops
  * being honoured at most `ttlMs` later.
  */
+import { createHash } from 'node:crypto';
 import { sameStringInConstantTime } from '../shared/constant-time.ts';
 import type { MaybePromise } from '../shared/contracts/seams.ts';
 import type { RunTokenClaims, RunTokenVerifier } from '../shared/run-tokens.ts';
 
+/** A token the cache just remembered, as the native data plane's `token` frame carries it. */
+export interface RememberedToken {
+  /** SHA-256 of the whole token's UTF-8, as 64 lower-case hex digits. */
+  sha256: string;
+  projectId: string;
+  /** Epoch ms when the cache entry expires: the earlier of the ttl and the token's own expiry. */
+  until: number;
+}
+
 /** Claims of a cached token come back at once, not as a promise; a token not cached is verified. */
 export function cachedRunTokenVerifier(
   verify: RunTokenVerifier,
-  opts: { ttlMs: number; maxEntries: number; now?: () => number },
+  opts: {
+    ttlMs: number;
+    maxEntries: number;
+    now?: () => number;
+    /**
+     * Called with each token that verified and was cached (a miss, never a hit), after it is cached.
+     * Entries dropped early (the oldest, when full) are not reported: a copy keeps each to its `until`.
+     * Never called when the cache is off (`ttlMs` or `maxEntries` ≤ 0).
+     */
+    onRemember?: (t: RememberedToken) => void;
+  },
 ): (token: string) => MaybePromise<RunTokenClaims> {
   if (opts.ttlMs <= 0 || opts.maxEntries <= 0) return verify;
   const now = opts.now ?? Date.now;
@@ -34,9 +54,13 @@ export function cachedRunTokenVerifier(
       if (oldest !== undefined) forget(oldest);
     }
     const exp = claims.expiresAt.getTime();
-    cache.set(token, {
-      claims,
-      until: Number.isFinite(exp) ? Math.min(t + opts.ttlMs, exp) : t + opts.ttlMs,
+    const until = Number.isFinite(exp) ? Math.min(t + opts.ttlMs, exp) : t + opts.ttlMs;
+    cache.set(token, { claims, until });
+    // Hashed only here, on a miss (after an Ed25519 verification that costs far more), and only when asked.
+    opts.onRemember?.({
+      sha256: createHash('sha256').update(token, 'utf8').digest('hex'),
+      projectId: claims.projectId,
+      until,
     });
     return claims;
   };
