@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod body;
 pub mod channel;
+pub mod config;
 pub mod error;
 pub mod errors;
 pub mod frame;

@@ -1,9 +1,15 @@
-//! The control channel's messages (design §4), to and from one frame's JSON object
-//! `{"v":1,"type":...}`. Step 1 has the versioned `hello` and the liveness `ping`/`pong`; the state
-//! messages (`config`, `snapshot`, ...) come with the steps that use them.
+//! The control channel's messages (design §4, "The v1 frames, field by field"), to and from one
+//! frame's JSON object `{"v":1,"type":...}`: every v1 type, typed. A missing or wrongly typed field is
+//! `frame_malformed`, an unknown type `unknown_type`; an extra field is ignored.
+//!
+//! The state frames (`snapshot`, `app`, `replicas`, `failure`, `domain`, `token`) are read here as far
+//! as their shared header, `gen` and `seq`; the rest of their fields is kept as JSON for state.rs, which
+//! owns the App/Token/snapshot types and their checks (step 5). Step 4 applies nothing from them but
+//! `gen`/`seq`, to answer `ready` and to notice a gap.
 
 use serde_json::{Map, Value, json};
 
+use crate::config::Config;
 use crate::error::ProtocolError;
 use crate::frame;
 
@@ -11,7 +17,7 @@ use crate::frame;
 /// image, so a mismatch means a broken build and is refused, never negotiated (fail closed).
 pub const PROTOCOL_VERSION: u64 = 1;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// Data plane → Node, the first frame: its protocol and build, which Node checks before anything.
     Hello { protocol: u64, build: String },
@@ -19,6 +25,81 @@ pub enum Message {
     Ping { id: u64 },
     /// Data plane → Node: the answer to the `ping` with the same `id`.
     Pong { id: u64 },
+    /// Node → data plane, the first frame after a matching `hello`: the parsed settings.
+    Config(Box<Config>),
+    /// Node → data plane: a state frame (a whole `snapshot`, or one change).
+    State(StateFrame),
+    /// Node → data plane: a step of the SIGTERM sequence (design §4, "Draining").
+    Drain { phase: DrainPhase },
+    /// Data plane → Node: a `seq` gap; `gen` (`generation`: `gen` is a keyword in Rust 2024) and `seq`
+    /// are the last applied. Node answers with a `snapshot`.
+    Resync { generation: String, seq: u64 },
+    /// Data plane → Node: listening on `listen`, the state of `gen`/`seq` applied. Once per `gen`.
+    Ready { generation: String, seq: u64 },
+    /// Data plane → Node: in-flight calls ended (or the drain bound passed); the child exits next.
+    Drained,
+}
+
+/// The state frames' types; they share one `seq` counter per `gen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    Snapshot,
+    App,
+    Replicas,
+    Failure,
+    Domain,
+    Token,
+}
+
+impl StateKind {
+    pub const ALL: [StateKind; 6] = [
+        StateKind::Snapshot,
+        StateKind::App,
+        StateKind::Replicas,
+        StateKind::Failure,
+        StateKind::Domain,
+        StateKind::Token,
+    ];
+
+    pub fn type_name(self) -> &'static str {
+        match self {
+            StateKind::Snapshot => "snapshot",
+            StateKind::App => "app",
+            StateKind::Replicas => "replicas",
+            StateKind::Failure => "failure",
+            StateKind::Domain => "domain",
+            StateKind::Token => "token",
+        }
+    }
+}
+
+/// A state frame: its header, typed, and its other fields as they came (state.rs reads them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateFrame {
+    pub kind: StateKind,
+    /// `gen` (a keyword in Rust 2024): new per Node start; a new one replaces all state.
+    pub generation: String,
+    pub seq: u64,
+    /// The frame's fields other than `v`, `type`, `gen` and `seq`.
+    pub body: Map<String, Value>,
+}
+
+/// `drain.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainPhase {
+    /// Close the listener; answer kept-alive connections with `Connection: close`.
+    Handover,
+    /// Close idle connections, refuse new calls, wait for in-flight ones, then `drained`.
+    Drain,
+}
+
+impl DrainPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainPhase::Handover => "handover",
+            DrainPhase::Drain => "drain",
+        }
+    }
 }
 
 impl Message {
@@ -35,7 +116,21 @@ impl Message {
             Message::Hello { .. } => "hello",
             Message::Ping { .. } => "ping",
             Message::Pong { .. } => "pong",
+            Message::Config(_) => "config",
+            Message::State(f) => f.kind.type_name(),
+            Message::Drain { .. } => "drain",
+            Message::Resync { .. } => "resync",
+            Message::Ready { .. } => "ready",
+            Message::Drained => "drained",
         }
+    }
+
+    /// Whether Node sends this type (the data plane takes only these).
+    pub fn from_node(&self) -> bool {
+        matches!(
+            self,
+            Message::Ping { .. } | Message::Config(_) | Message::State(_) | Message::Drain { .. }
+        )
     }
 
     /// The frame's JSON payload.
@@ -47,6 +142,18 @@ impl Message {
                 json!({ "v": v, "type": t, "protocol": protocol, "build": build })
             }
             Message::Ping { id } | Message::Pong { id } => json!({ "v": v, "type": t, "id": id }),
+            Message::Config(c) => with_header(t, c.to_fields()),
+            Message::State(f) => {
+                let mut fields = f.body.clone();
+                fields.insert("gen".to_owned(), json!(f.generation));
+                fields.insert("seq".to_owned(), json!(f.seq));
+                with_header(t, fields)
+            }
+            Message::Drain { phase } => json!({ "v": v, "type": t, "phase": phase.as_str() }),
+            Message::Resync { generation, seq } | Message::Ready { generation, seq } => {
+                json!({ "v": v, "type": t, "gen": generation, "seq": seq })
+            }
+            Message::Drained => json!({ "v": v, "type": t }),
         };
         serde_json::to_vec(&value).expect("a JSON value always serialises")
     }
@@ -72,10 +179,10 @@ impl Message {
             });
         }
         let type_name = match obj.get("type") {
-            Some(Value::String(s)) => s.as_str(),
+            Some(Value::String(s)) => s.clone(),
             _ => return Err(malformed("no string field \"type\"".to_owned())),
         };
-        match type_name {
+        match type_name.as_str() {
             "hello" => {
                 let protocol = uint(&obj, "protocol")?;
                 if protocol != PROTOCOL_VERSION {
@@ -96,15 +203,69 @@ impl Message {
             "pong" => Ok(Message::Pong {
                 id: uint(&obj, "id")?,
             }),
-            other => Err(ProtocolError::UnknownType {
-                type_name: other.to_owned(),
+            "config" => Ok(Message::Config(Box::new(Config::from_fields(&obj)?))),
+            "drain" => Ok(Message::Drain {
+                phase: match obj.get("phase").and_then(Value::as_str) {
+                    Some("handover") => DrainPhase::Handover,
+                    Some("drain") => DrainPhase::Drain,
+                    _ => {
+                        return Err(malformed(
+                            "drain has no phase \"handover\" or \"drain\"".to_owned(),
+                        ));
+                    }
+                },
             }),
+            "resync" => Ok(Message::Resync {
+                generation: string(&obj, "gen")?,
+                seq: uint(&obj, "seq")?,
+            }),
+            "ready" => Ok(Message::Ready {
+                generation: string(&obj, "gen")?,
+                seq: uint(&obj, "seq")?,
+            }),
+            "drained" => Ok(Message::Drained),
+            other => match StateKind::ALL.into_iter().find(|k| k.type_name() == other) {
+                Some(kind) => {
+                    let generation = string(&obj, "gen")?;
+                    let seq = uint(&obj, "seq")?;
+                    let mut body = obj;
+                    for header in ["v", "type", "gen", "seq"] {
+                        body.remove(header);
+                    }
+                    Ok(Message::State(StateFrame {
+                        kind,
+                        generation,
+                        seq,
+                        body,
+                    }))
+                }
+                None => Err(ProtocolError::UnknownType {
+                    type_name: other.to_owned(),
+                }),
+            },
         }
     }
 }
 
+/// `{"v":1,"type":t}` followed by `fields`.
+fn with_header(t: &str, fields: Map<String, Value>) -> Value {
+    let mut out = Map::new();
+    out.insert("v".to_owned(), json!(PROTOCOL_VERSION));
+    out.insert("type".to_owned(), json!(t));
+    out.extend(fields);
+    Value::Object(out)
+}
+
 fn malformed(reason: String) -> ProtocolError {
     ProtocolError::FrameMalformed { reason }
+}
+
+/// A required string field.
+fn string(obj: &Map<String, Value>, field: &str) -> Result<String, ProtocolError> {
+    obj.get(field)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| malformed(format!("no string field {field:?}")))
 }
 
 /// A required non-negative integer field.
@@ -118,6 +279,15 @@ fn uint(obj: &Map<String, Value>, field: &str) -> Result<u64, ProtocolError> {
 mod tests {
     use super::*;
     use crate::frame::FrameDecoder;
+
+    impl Message {
+        fn with_gen(mut self, g: &str) -> Self {
+            if let Message::State(f) = &mut self {
+                f.generation = g.to_owned();
+            }
+            self
+        }
+    }
 
     fn decode_all(wire: &[u8]) -> Vec<Message> {
         let mut d = FrameDecoder::new();
@@ -146,6 +316,116 @@ mod tests {
             wire.extend(m.to_frame().unwrap());
         }
         assert_eq!(decode_all(&wire), msgs);
+    }
+
+    fn state(kind: StateKind, seq: u64, body: Value) -> Message {
+        let Value::Object(body) = body else { panic!() };
+        Message::State(StateFrame {
+            kind,
+            generation: "g1".to_owned(),
+            seq,
+            body,
+        })
+    }
+
+    #[test]
+    fn round_trip_every_v1_type() {
+        let mut msgs = vec![
+            Message::Config(Box::new(Config::example(8080, "/run/apphost/handoff.sock"))),
+            Message::Drain {
+                phase: DrainPhase::Handover,
+            },
+            Message::Drain {
+                phase: DrainPhase::Drain,
+            },
+            Message::Resync {
+                generation: "g".to_owned(),
+                seq: 4,
+            },
+            Message::Ready {
+                generation: "g".to_owned(),
+                seq: 0,
+            },
+            Message::Drained,
+        ];
+        for (i, kind) in StateKind::ALL.into_iter().enumerate() {
+            msgs.push(state(kind, i as u64, json!({ "key": "p/a", "app": null })));
+        }
+        let mut wire = Vec::new();
+        for m in &msgs {
+            wire.extend(m.to_frame().unwrap());
+        }
+        assert_eq!(decode_all(&wire), msgs);
+    }
+
+    #[test]
+    fn state_frames_keep_their_other_fields_for_state_rs() {
+        let m = Message::from_payload(
+            br#"{"v":1,"type":"token","gen":"7f","seq":12,"sha256":"ab","projectId":"p","until":5}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            state(
+                StateKind::Token,
+                12,
+                json!({"sha256": "ab", "projectId": "p", "until": 5})
+            )
+            .with_gen("7f")
+        );
+    }
+
+    #[test]
+    fn which_side_sends_what() {
+        let node = [
+            Message::Ping { id: 1 },
+            Message::Config(Box::new(Config::example(1, "/s"))),
+            state(StateKind::Snapshot, 0, json!({})),
+            Message::Drain {
+                phase: DrainPhase::Drain,
+            },
+        ];
+        assert!(node.iter().all(Message::from_node));
+        let ours = [
+            Message::hello(),
+            Message::Pong { id: 1 },
+            Message::Ready {
+                generation: "g".to_owned(),
+                seq: 1,
+            },
+            Message::Resync {
+                generation: "g".to_owned(),
+                seq: 1,
+            },
+            Message::Drained,
+        ];
+        assert!(!ours.iter().any(Message::from_node));
+    }
+
+    #[test]
+    fn missing_or_wrongly_typed_fields_of_the_v1_types_are_malformed() {
+        for payload in [
+            &br#"{"v":1,"type":"drain"}"#[..],
+            br#"{"v":1,"type":"drain","phase":"now"}"#,
+            br#"{"v":1,"type":"drain","phase":1}"#,
+            br#"{"v":1,"type":"ready","seq":1}"#,
+            br#"{"v":1,"type":"ready","gen":1,"seq":1}"#,
+            br#"{"v":1,"type":"resync","gen":"g"}"#,
+            br#"{"v":1,"type":"snapshot","seq":0,"apps":[]}"#,
+            br#"{"v":1,"type":"snapshot","gen":"g","seq":-1}"#,
+            br#"{"v":1,"type":"app","gen":"g","seq":"1"}"#,
+            br#"{"v":1,"type":"token","gen":null,"seq":1}"#,
+            br#"{"v":1,"type":"config"}"#,
+            br#"{"v":1,"type":"config","listen":{"host":"h","port":1}}"#,
+        ] {
+            let err = Message::from_payload(payload).unwrap_err();
+            assert_eq!(
+                err.code(),
+                "frame_malformed",
+                "{}",
+                String::from_utf8_lossy(payload)
+            );
+        }
     }
 
     #[test]
