@@ -19,6 +19,7 @@ import type { AppPool } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
+import { gatewayUnavailable, HandoffFailure, shuttingDown } from '../src/gateway/refusals.ts';
 import {
   BODIES_PASSED_ON_BYTES,
   mutatedBodies,
@@ -555,7 +556,15 @@ function errorCases() {
     'UND_ERR_SOCKET',
     '',
   ].map((code) => ({ code, ...wire(upstreamError(Object.assign(new Error('x'), code ? { code } : {}))) }));
-  return { gaveUp: gaveUpCases, upstream };
+  // The gateway's answers that are not a call's step: the drain's 503 (gateway.ts) and the hand-off's
+  // 503 gateway_unavailable (native mode only), as refusals.ts defines them.
+  const shuttingDownCase = { retryAfterSeconds: 7, ...wire(shuttingDown(7)) };
+  const unavailable = Object.values(HandoffFailure).map((reason) => ({
+    reason,
+    retryAfterSeconds: 5,
+    ...wire(gatewayUnavailable(reason, 5)),
+  }));
+  return { gaveUp: gaveUpCases, upstream, shuttingDown: shuttingDownCase, gatewayUnavailable: unavailable };
 }
 
 // --- meter and sync-call record admission ------------------------------------------------------------

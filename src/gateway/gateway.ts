@@ -14,7 +14,6 @@ import { createSyncCallRecorder } from '../runs/sync-calls.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
 import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
-import { ApiError, ErrorCode } from '../shared/errors.ts';
 import { type AccessLogHooks, logAccess } from '../shared/http/access-log.ts';
 import { writeError } from '../shared/http/errors.ts';
 import { Agent } from '../shared/http/undici-agent.ts';
@@ -35,6 +34,7 @@ import { createGatewayMetrics } from './metrics.ts';
 import { authorize, type VerifyRunToken } from './middleware/auth.ts';
 import { customDomain } from './middleware/custom-domain.ts';
 import { route } from './middleware/route.ts';
+import { shuttingDown } from './refusals.ts';
 import type { GatewaySettings } from './settings.ts';
 import { createWebhookOutbox, DEFAULT_WEBHOOK_OUTBOX_SETTINGS } from './webhook-outbox.ts';
 
@@ -251,9 +251,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       ctx.status = 503;
       ctx.type = 'application/json';
       ctx.set('Retry-After', String(settings.retryAfterSeconds));
-      ctx.body = JSON.stringify(
-        new ApiError(ErrorCode.ShuttingDown, 'the gateway is shutting down; retry').toBody(),
-      );
+      ctx.body = JSON.stringify(shuttingDown(settings.retryAfterSeconds).toBody());
       ctx.respond();
       return;
     }

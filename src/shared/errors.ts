@@ -30,6 +30,11 @@ export const ErrorCode = {
   AppStartFailed: 'app_start_failed',
   QueueUnavailable: 'queue_unavailable',
   ShuttingDown: 'shutting_down',
+  /**
+   * Native data plane only (docs/design/native-data-plane.md §3): the gateway's Node process refused a
+   * handed-off call's connection, or sent no answer head within the hand-off bound.
+   */
+  GatewayUnavailable: 'gateway_unavailable',
   UpstreamUnreachable: 'upstream_unreachable',
   UpstreamTimeout: 'upstream_timeout',
   Internal: 'internal',
@@ -56,6 +61,7 @@ const STATUS: Record<ErrorCode, number> = {
   app_start_failed: 503,
   queue_unavailable: 503,
   shutting_down: 503,
+  gateway_unavailable: 503,
   upstream_unreachable: 502,
   upstream_timeout: 504,
   internal: 500,

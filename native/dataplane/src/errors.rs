@@ -132,3 +132,47 @@ pub fn upstream_error(reason: &str) -> ApiError {
         retry_after: None,
     }
 }
+
+/// The drain's answer to a call (gateway.ts `handler`, src/gateway/refusals.ts `shuttingDown`): 503
+/// `shutting_down` with `Retry-After`; the caller also sends `Connection: close`.
+pub fn shutting_down(retry_after: u64) -> ApiError {
+    ApiError {
+        status: 503,
+        code: "shutting_down",
+        message: "the gateway is shutting down; retry".to_owned(),
+        details: vec![],
+        retry_after: Some(retry_after),
+    }
+}
+
+/// Why a hand-off to Node failed (refusals.ts `HandoffFailure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffFailure {
+    /// Nothing listens on the hand-off socket: nothing was sent.
+    Refused,
+    /// No answer head within the hand-off bound.
+    Timeout,
+    /// Node closed the connection before an answer head.
+    Closed,
+}
+
+impl HandoffFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoffFailure::Refused => "refused",
+            HandoffFailure::Timeout => "timeout",
+            HandoffFailure::Closed => "closed",
+        }
+    }
+}
+
+/// 503 `gateway_unavailable` (native mode only, design §3; refusals.ts `gatewayUnavailable`).
+pub fn gateway_unavailable(reason: HandoffFailure, retry_after: u64) -> ApiError {
+    ApiError {
+        status: 503,
+        code: "gateway_unavailable",
+        message: "the gateway cannot take the call now; retry".to_owned(),
+        details: vec![("reason", reason.as_str().to_owned())],
+        retry_after: Some(retry_after),
+    }
+}

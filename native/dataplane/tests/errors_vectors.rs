@@ -3,7 +3,9 @@
 
 mod vectors;
 
-use apphost_dataplane::errors::{ApiError, Refusal, gave_up, upstream_error};
+use apphost_dataplane::errors::{
+    ApiError, HandoffFailure, Refusal, gateway_unavailable, gave_up, shutting_down, upstream_error,
+};
 use serde_json::{Value, json};
 
 fn wire(e: &ApiError) -> Value {
@@ -42,5 +44,26 @@ fn every_vector_gets_the_typescript_bytes() {
         let want =
             json!({ "status": case["status"], "retryAfter": case["retryAfter"], "body": case["body"] });
         assert_eq!(wire(&upstream_error(reason)), want, "upstreamError of {case}");
+    }
+    let sd = &all["shuttingDown"];
+    let want = json!({ "status": sd["status"], "retryAfter": sd["retryAfter"], "body": sd["body"] });
+    assert_eq!(
+        wire(&shutting_down(sd["retryAfterSeconds"].as_u64().unwrap())),
+        want,
+        "shuttingDown"
+    );
+    let unavailable = all["gatewayUnavailable"].as_array().expect("gatewayUnavailable");
+    assert_eq!(unavailable.len(), 3);
+    for case in unavailable {
+        let reason = match case["reason"].as_str().unwrap() {
+            "refused" => HandoffFailure::Refused,
+            "timeout" => HandoffFailure::Timeout,
+            "closed" => HandoffFailure::Closed,
+            other => panic!("a hand-off failure this build does not know: {other}"),
+        };
+        let e = gateway_unavailable(reason, case["retryAfterSeconds"].as_u64().unwrap());
+        let want =
+            json!({ "status": case["status"], "retryAfter": case["retryAfter"], "body": case["body"] });
+        assert_eq!(wire(&e), want, "gatewayUnavailable of {case}");
     }
 }
