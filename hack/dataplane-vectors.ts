@@ -15,7 +15,7 @@ import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balan
 import { ConcurrencyMeter } from '../src/gateway/balancer/meter.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
 import { gaveUp, placeCall, Refusal } from '../src/gateway/balancer/place.ts';
-import type { AppPool } from '../src/gateway/balancer/pool.ts';
+import { AppPool, type Lease, type PoolSettings } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
@@ -696,6 +696,227 @@ async function placeCases() {
   return runs;
 }
 
+// --- pool: AppPool as a trace of events on a fake clock ----------------------------------------------
+
+/**
+ * A fake clock with its own timers, for AppPool's deadlines and unblock timer: `advance(to)` fires every
+ * timer due by `to` in order of (due time, creation), the clock set to each one's time. Installed over
+ * the global setTimeout/clearTimeout only while a run is driven.
+ */
+class FakeClock {
+  now = 0;
+  #seq = 0;
+  #timers = new Map<number, { due: number; seq: number; fn: () => void }>();
+  setTimeout = (fn: () => void, ms = 0) => {
+    const id = ++this.#seq;
+    this.#timers.set(id, { due: this.now + Math.max(0, ms), seq: id, fn });
+    return { id, unref() {}, ref() {}, [Symbol.toPrimitive]: () => id } as unknown as NodeJS.Timeout;
+  };
+  clearTimeout = (t: unknown) => {
+    if (t && typeof t === 'object' && 'id' in t) this.#timers.delete((t as { id: number }).id);
+  };
+  /** The next timer due by `to`, taken off the list (the clock moved to it). */
+  take(to: number): (() => void) | undefined {
+    let next: { due: number; seq: number; fn: () => void } | undefined;
+    let key = 0;
+    for (const [k, t] of this.#timers)
+      if (t.due <= to && (!next || t.due < next.due || (t.due === next.due && t.seq < next.seq))) {
+        next = t;
+        key = k;
+      }
+    if (!next) return undefined;
+    this.#timers.delete(key);
+    this.now = Math.max(this.now, next.due);
+    return next.fn;
+  }
+}
+
+/** Lets promise callbacks run (grants and refusals settle on microtasks). */
+const settle = () => new Promise<void>((r) => setImmediate(r));
+
+type PoolEvent =
+  | { at: number; op: 'acquire'; call: number; requeue?: number }
+  | { at: number; op: 'release' | 'cancel'; call: number }
+  | { at: number; op: 'refuse'; call: number; blockMs: number }
+  | { at: number; op: 'replicas'; ids: string[] }
+  | { at: number; op: 'failure'; failed: boolean }
+  | { at: number; op: 'configure'; settings: PoolSettings };
+
+/** The data plane's hand-off of a held call (not a pool outcome: the generator's abort reason). */
+class HandedOff {
+  readonly deadline: number | null;
+  constructor(deadline: number | null) {
+    this.deadline = deadline;
+  }
+}
+
+/**
+ * One run: random events on a real AppPool with a fake clock, and what became of every call, with its
+ * time. Where AppPool would hold a call for an app with no ready replica (cold start, a start failure,
+ * replicas dropping to zero under waiting calls), the data plane hands the call to Node (with the
+ * deadline it had, if any); the run records what AppPool did and then takes the call out of the pool
+ * (its abort), as the hand-off takes it out of the data plane's, so both go on from the same state.
+ */
+async function poolRun(seed: number) {
+  const rand = seededRandom(seed);
+  const clock = new FakeClock();
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)] as T;
+  const randomSettings = (): PoolSettings => ({
+    capacity: 1 + rand(3),
+    maxQueue: 1 + rand(4),
+    queueTimeoutMs: 20 + rand(200),
+    coldStartTimeoutMs: 5_000,
+    retryAfterSeconds: 1 + rand(5),
+  });
+  let settings = randomSettings();
+  const initial = settings;
+  clock.now = 1_000_000 + rand(1000);
+  const start = clock.now;
+  Object.assign(globalThis, { setTimeout: clock.setTimeout, clearTimeout: clock.clearTimeout });
+  const events: PoolEvent[] = [];
+  const outcomes: unknown[] = [];
+  let end: unknown = null;
+  try {
+    let wakes = 0;
+    const pool = new AppPool('acme/hello', settings, { now: () => clock.now, onWake: () => wakes++ });
+    const held = new Map<number, Lease>();
+    const released: number[] = [];
+    const waiting = new Map<number, { ac: AbortController; deadline: number | null }>();
+    let calls = 0;
+    let replicaIds: string[] = [];
+    const handOffWaiters = () => {
+      if (pool.readyReplicas > 0) return;
+      for (const [, w] of waiting) w.ac.abort(new HandedOff(w.deadline));
+    };
+    const acquire = (call: number, requeue?: number) => {
+      const ac = new AbortController();
+      const cold = pool.readyReplicas === 0;
+      const queued = pool.queued;
+      const deadline = requeue ?? clock.now + settings.queueTimeoutMs;
+      const p = pool.acquire({
+        signal: ac.signal,
+        ...(requeue !== undefined ? { requeue: { deadline } } : {}),
+      });
+      // Queued (not placed, not refused at once) when the queue grew.
+      if (pool.queued > queued) waiting.set(call, { ac, deadline: cold ? (requeue ?? null) : deadline });
+      p.then(
+        (lease) => {
+          waiting.delete(call);
+          held.set(call, lease);
+          outcomes.push({ call, at: clock.now, granted: lease.replica.id });
+        },
+        (err: unknown) => {
+          waiting.delete(call);
+          if (err instanceof HandedOff)
+            outcomes.push({ call, at: clock.now, handoff: err.deadline, held: true });
+          else if (err instanceof ApiError) {
+            const out = { call, at: clock.now, ...wire(err) };
+            // A refusal of a call for an app with no ready replica is Node's to answer: handed off too.
+            outcomes.push(cold ? { ...out, handoff: requeue ?? null } : out);
+          } else outcomes.push({ call, at: clock.now, cancelled: true });
+        },
+      );
+      // AppPool holds a call at zero replicas (and asks for one): the data plane hands it off instead.
+      if (cold) handOffWaiters();
+    };
+    for (let k = 0; k < 60; k++) {
+      const at = clock.now + (rand(4) === 0 ? 0 : rand(80));
+      // Timers due by then first, each at its own time.
+      for (let fn = clock.take(at); fn; fn = clock.take(at)) {
+        fn();
+        await settle();
+      }
+      clock.now = at;
+      const r = rand(100);
+      let ev: PoolEvent;
+      if (replicaIds.length === 0 && k === 0) {
+        replicaIds = ['r1', 'r2'].slice(0, 1 + rand(2));
+        ev = { at, op: 'replicas', ids: replicaIds };
+      } else if (r < 40) ev = { at, op: 'acquire', call: ++calls };
+      else if (r < 62 && held.size > 0) ev = { at, op: 'release', call: pick([...held.keys()]) };
+      else if (r < 65 && released.length > 0) ev = { at, op: 'release', call: pick(released) };
+      else if (r < 74 && held.size > 0)
+        ev = { at, op: 'refuse', call: pick([...held.keys()]), blockMs: 1 + rand(120) };
+      else if (r < 81 && waiting.size > 0) ev = { at, op: 'cancel', call: pick([...waiting.keys()]) };
+      else if (r < 89) {
+        replicaIds = ['r1', 'r2', 'r3', 'r4'].filter(() => rand(3) !== 0);
+        if (rand(6) === 0) replicaIds = [];
+        ev = { at, op: 'replicas', ids: replicaIds };
+      } else if (r < 92) ev = { at, op: 'failure', failed: rand(2) === 0 };
+      else if (r < 95) {
+        settings = randomSettings();
+        ev = { at, op: 'configure', settings };
+      } else ev = { at, op: 'acquire', call: ++calls };
+      events.push(ev);
+      switch (ev.op) {
+        case 'acquire':
+          acquire(ev.call);
+          break;
+        case 'release':
+          held.get(ev.call)?.release();
+          if (held.delete(ev.call)) released.push(ev.call);
+          break;
+        case 'refuse': {
+          // As placeCall: the slot given back with a block, the call back at the head of the queue with
+          // the deadline of its first refusal (queueTimeoutMs after it), unless that has passed.
+          held.get(ev.call)?.refuse(ev.blockMs, 'at_capacity');
+          held.delete(ev.call);
+          if (rand(4) !== 0) {
+            const again = {
+              at,
+              op: 'acquire' as const,
+              call: ++calls,
+              requeue: at + rand(settings.queueTimeoutMs),
+            };
+            events.push(again);
+            await settle();
+            acquire(again.call, again.requeue);
+          }
+          break;
+        }
+        case 'cancel':
+          waiting.get(ev.call)?.ac.abort(new Error('client went away'));
+          break;
+        case 'replicas':
+          pool.setReplicas(ev.ids.map((id) => ({ id, url: `http://${id}` })));
+          handOffWaiters();
+          break;
+        case 'failure':
+          pool.setStartFailure(ev.failed ? { reason: 'ImportError', message: 'no numpy' } : undefined);
+          break;
+        case 'configure':
+          pool.configure(ev.settings);
+          break;
+      }
+      await settle();
+      // What the pool holds after it: calls in flight, waiting, and in flight per ready replica.
+      const s = pool.stats();
+      Object.assign(events[events.length - 1] as PoolEvent, {
+        after: [s.inflight, s.queued, pool.replicaLoad()],
+      });
+    }
+    // The calls still waiting: their deadlines, and any unblock, run out.
+    for (let fn = clock.take(Number.MAX_SAFE_INTEGER); fn; fn = clock.take(Number.MAX_SAFE_INTEGER)) {
+      fn();
+      await settle();
+    }
+    const s = pool.stats();
+    end = [s.inflight, s.queued, pool.replicaLoad()];
+    void wakes;
+  } finally {
+    Object.assign(globalThis, { setTimeout: realSet, clearTimeout: realClear });
+  }
+  return { seed, start, settings: initial, events, outcomes, end };
+}
+
+async function poolCases() {
+  const runs = [];
+  for (let k = 0; k < 60; k++) runs.push(await poolRun(0x9001 + k));
+  return runs;
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -722,6 +943,7 @@ const files: Record<string, unknown> = {
   'meter.json': { cases: meterCases() },
   'records.json': { cases: recordCases() },
   'place.json': { cases: await placeCases() },
+  'pool.json': { cases: await poolCases() },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

@@ -11,9 +11,16 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     /// The body's fields after `code` and `message`, in order.
-    pub details: Vec<(&'static str, String)>,
+    pub details: Vec<(&'static str, Detail)>,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u64>,
+}
+
+/// A field of an error's `details`: a string, or a count (`queue_full`'s `queued`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    Text(String),
+    Count(u64),
 }
 
 /// A JSON string as `JSON.stringify` writes it: `"`, `\` and control characters escaped (the short
@@ -47,7 +54,10 @@ impl ApiError {
             out.push(',');
             push_json_string(&mut out, name);
             out.push(':');
-            push_json_string(&mut out, value);
+            match value {
+                Detail::Text(t) => push_json_string(&mut out, t),
+                Detail::Count(n) => out.push_str(&n.to_string()),
+            }
         }
         out.push_str("}}");
         out
@@ -78,9 +88,9 @@ impl Refusal {
 /// `gaveUp`: the error of a call no replica took, after `tries` tries; `last` is the last refusal and
 /// its detail (an io error's code).
 pub fn gave_up(app: &str, last: Refusal, detail: Option<&str>, tries: u32, retry_after: u64) -> ApiError {
-    let mut details = vec![("reason", last.as_str().to_owned())];
+    let mut details = vec![("reason", Detail::Text(last.as_str().to_owned()))];
     if let Some(d) = detail.filter(|d| !d.is_empty()) {
-        details.push(("detail", d.to_owned()));
+        details.push(("detail", Detail::Text(d.to_owned())));
     }
     let (status, code, message, retry_after) = match last {
         Refusal::Unreachable => (
@@ -128,7 +138,7 @@ pub fn upstream_error(reason: &str) -> ApiError {
         status: 502,
         code: "upstream_unreachable",
         message: "the app could not be reached".to_owned(),
-        details: vec![("reason", reason.to_owned())],
+        details: vec![("reason", Detail::Text(reason.to_owned()))],
         retry_after: None,
     }
 }

@@ -14,6 +14,7 @@ pub mod message;
 pub mod meter;
 pub mod pick;
 pub mod place;
+pub mod pool;
 pub mod query;
 pub mod records;
 pub mod route;
