@@ -182,7 +182,7 @@ pub fn gateway_unavailable(reason: HandoffFailure, retry_after: u64) -> ApiError
         status: 503,
         code: "gateway_unavailable",
         message: "the gateway cannot take the call now; retry".to_owned(),
-        details: vec![("reason", reason.as_str().to_owned())],
+        details: vec![("reason", Detail::Text(reason.as_str().to_owned()))],
         retry_after: Some(retry_after),
     }
 }
