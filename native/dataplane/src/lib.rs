@@ -18,6 +18,8 @@ pub mod pool;
 pub mod query;
 pub mod records;
 pub mod route;
+pub mod state;
+pub mod tokens;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets
 /// APPHOST_DATAPLANE_BUILD to the git commit; a developer's build says `dev`.
