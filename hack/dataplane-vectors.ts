@@ -26,6 +26,7 @@ import {
   NEAR_MISS_BODIES,
   seededRandom,
 } from '../src/gateway/testing/body-corpus.ts';
+import { cachedRunTokenVerifier, type RememberedToken } from '../src/gateway/token-cache.ts';
 import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
 import { ApiError } from '../src/shared/errors.ts';
 import {
@@ -34,6 +35,7 @@ import {
   forwardResponseHeaders,
   upstreamError,
 } from '../src/shared/http/upstream.ts';
+import type { RunTokenClaims } from '../src/shared/run-tokens.ts';
 
 const DIR = join(import.meta.dirname, '..', 'native', 'dataplane', 'tests', 'vectors');
 
@@ -917,6 +919,87 @@ async function poolCases() {
   return runs;
 }
 
+// --- tokens: which calls the verified-token cache serves, and what it remembers ----------------------
+
+/**
+ * cachedRunTokenVerifier over a seeded run of calls (header bytes as node reads them, latin1; the
+ * project of the call's path; the clock): whether the cache served the call (a hit) and the token it
+ * remembered after a miss (onRemember, the data plane's `token` frame). Clocks land on entries' `until`
+ * and one before it, and some tokens expire before the cache's TTL.
+ */
+async function tokenCases() {
+  const rand = seededRandom(0x70c4e);
+  const start = 1_700_000_000_000;
+  const runs = [];
+  for (const [maxEntries, ttlMs] of [
+    [3, 60_000],
+    [1, 1_000],
+    [8, 5_000],
+  ] as const) {
+    // Header bytes: ASCII tokens, one differing in its last byte, a long one, and non-ASCII ones
+    // (verified here, as a fake key set would: the data plane must still hand them off).
+    const pool = [
+      'eyJhbGciOiJFZERTQSJ9.a.sig0',
+      'eyJhbGciOiJFZERTQSJ9.a.sig1',
+      'eyJhbGciOiJFZERTQSJ9.b.sig0',
+      'tok-c',
+      'tok-d',
+      'x'.repeat(300),
+      't\u00f6k-latin1',
+      'tok-\u00e9\u00ff',
+    ];
+    const projects = ['acme', 'other', 'zed'];
+    const claimsOf = new Map(
+      pool.map((t, k) => [
+        t,
+        {
+          projectId: projects[k % projects.length] as string,
+          // Some expire before the TTL, one never (an invalid date: the TTL alone).
+          expiresAt:
+            k === 3 ? new Date(Number.NaN) : new Date(start + (k % 2 === 0 ? 2 * ttlMs : ttlMs / 3) + k),
+          tokenId: `id-${k}`,
+        },
+      ]),
+    );
+    let now = start;
+    let remembered: RememberedToken | undefined;
+    const untils: number[] = [];
+    const cached = cachedRunTokenVerifier(async (t) => claimsOf.get(t) as RunTokenClaims, {
+      ttlMs,
+      maxEntries,
+      now: () => now,
+      onRemember: (t) => {
+        remembered = t;
+      },
+    });
+    const calls = [];
+    for (let k = 0; k < 300; k++) {
+      const r = rand(10);
+      if (r === 0 && untils.length > 0) now = untils[rand(untils.length)] as number;
+      else if (r === 1 && untils.length > 0) now = (untils[rand(untils.length)] as number) - 1;
+      else now += rand(3) === 0 ? 0 : rand(ttlMs / 4);
+      const token = pool[rand(pool.length)] as string;
+      const project =
+        rand(6) === 0 ? (projects[rand(projects.length)] as string) : claimsOf.get(token)?.projectId;
+      remembered = undefined;
+      const answer = cached(token);
+      const hit = !(answer instanceof Promise);
+      if (!hit) await answer;
+      // Set by onRemember during the call (TS cannot see the closure's assignment).
+      const pushed = remembered as RememberedToken | undefined;
+      if (pushed) untils.push(pushed.until);
+      // ASCII tokens as their text, others as the header's bytes.
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range
+      const bytes = /^[\x00-\x7f]*$/.test(token)
+        ? { text: token }
+        : { hex: Buffer.from(token, 'latin1').toString('hex') };
+      calls.push({ ...bytes, project, now, hit, remembered: pushed ?? null });
+    }
+    runs.push({ maxEntries, ttlMs, calls });
+  }
+  return runs;
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -944,6 +1027,7 @@ const files: Record<string, unknown> = {
   'records.json': { cases: recordCases() },
   'place.json': { cases: await placeCases() },
   'pool.json': { cases: await poolCases() },
+  'tokens.json': { cases: await tokenCases() },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */
