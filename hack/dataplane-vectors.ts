@@ -17,6 +17,7 @@ import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balan
 import { gaveUp, placeCall, Refusal } from '../src/gateway/balancer/place.ts';
 import { AppPool, type Lease, type PoolSettings } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
+import { DATAPLANE_MAX_FRAME_BYTES } from '../src/gateway/dataplane/protocol.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { route } from '../src/gateway/middleware/route.ts';
 import { gatewayUnavailable, HandoffFailure, shuttingDown } from '../src/gateway/refusals.ts';
@@ -26,6 +27,7 @@ import {
   NEAR_MISS_BODIES,
   seededRandom,
 } from '../src/gateway/testing/body-corpus.ts';
+import { FRAME_CASES, readCase } from '../src/gateway/testing/frame-cases.ts';
 import { cachedRunTokenVerifier, type RememberedToken } from '../src/gateway/token-cache.ts';
 import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
 import { ApiError } from '../src/shared/errors.ts';
@@ -1028,6 +1030,19 @@ const files: Record<string, unknown> = {
   'place.json': { cases: await placeCases() },
   'pool.json': { cases: await poolCases() },
   'tokens.json': { cases: await tokenCases() },
+  // The control channel (src/gateway/dataplane/protocol.ts): each case's bytes fed to a reader at `at`,
+  // then the channel's end; `messages` are what it reads (extra fields dropped), `error` the refusal's
+  // code after them (null: none), `layer` which part of a reader refuses it (see frame-cases.ts).
+  'frames.json': {
+    maxFrameBytes: DATAPLANE_MAX_FRAME_BYTES,
+    cases: FRAME_CASES.map((c) => ({
+      name: c.name,
+      at: c.at,
+      hex: c.wire.toString('hex'),
+      ...readCase(c),
+      ...(c.layer ? { layer: c.layer } : {}),
+    })),
+  },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

@@ -1,0 +1,130 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FRAME_CASES, readCase } from '../testing/frame-cases.ts';
+import {
+  DATAPLANE_MAX_FRAME_BYTES,
+  encodeMessage,
+  FrameDecoder,
+  frame,
+  type Message,
+  ProtocolError,
+  ProtocolErrorCode,
+  parsePayload,
+} from './protocol.ts';
+
+/** `wire` pushed in chunks of `chunk` bytes, frames taken after each push (or only after the last). */
+const messagesOf = (wire: Buffer, at: 'node' | 'dataplane', chunk: number, takeEach = true): Message[] => {
+  const d = new FrameDecoder();
+  const out: Message[] = [];
+  for (let i = 0; i < wire.length; i += chunk) {
+    d.push(wire.subarray(i, i + chunk));
+    if (takeEach || i + chunk >= wire.length)
+      for (let p = d.next(); p; p = d.next()) out.push(parsePayload(p, at));
+  }
+  d.finish();
+  return out;
+};
+
+const codeOf = (f: () => unknown): string | undefined => {
+  try {
+    f();
+  } catch (err) {
+    if (err instanceof ProtocolError) return err.code;
+    throw err;
+  }
+  return undefined;
+};
+
+describe('the shared frame cases (frames.json)', () => {
+  const good = FRAME_CASES.filter((c) => !c.error);
+  const bad = FRAME_CASES.filter((c) => c.error);
+
+  it.each(good.map((c) => [c.name, c] as const))('%s: reads', (_, c) => {
+    const { messages, error } = readCase(c);
+    expect(error).toBeNull();
+    expect(messages.length).toBeGreaterThan(0);
+    // What a reader makes of a frame encodes back to a frame it reads the same (extra fields dropped).
+    for (const m of messages) expect(readCase({ ...c, wire: encodeMessage(m) }).messages).toEqual([m]);
+  });
+
+  it.each(bad.map((c) => [c.name, c] as const))('%s: refused', (_, c) => {
+    expect(readCase(c).error).toBe(c.error);
+  });
+
+  it('covers every type both ways and every code', () => {
+    const types = new Set(good.flatMap((c) => readCase(c).messages.map((m) => m.type)));
+    expect([...types].sort()).toEqual(
+      [
+        ...['hello', 'pong', 'resync', 'ready', 'drained'],
+        ...['ping', 'config', 'snapshot', 'app', 'replicas', 'failure', 'domain', 'token', 'drain'],
+      ].sort(),
+    );
+    expect(new Set(bad.map((c) => c.error))).toEqual(new Set(Object.values(ProtocolErrorCode)));
+  });
+});
+
+describe('the frame codec', () => {
+  const wire = Buffer.concat(FRAME_CASES.filter((c) => !c.error && c.at === 'dataplane').map((c) => c.wire));
+  const all = messagesOf(wire, 'dataplane', wire.length);
+
+  it('reads a stream the same whatever its chunks', () => {
+    expect(all.length).toBeGreaterThan(15);
+    for (const chunk of [1, 3, 4, 5, 64, 1000]) {
+      expect(messagesOf(wire, 'dataplane', chunk)).toEqual(all);
+      expect(messagesOf(wire, 'dataplane', chunk, false)).toEqual(all);
+    }
+  });
+
+  it('writes the length big-endian before a JSON object with v first', () => {
+    const f = encodeMessage({ type: 'ping', id: 7 });
+    expect(f.readUInt32BE(0)).toBe(f.length - 4);
+    expect(f.subarray(4).toString()).toBe('{"v":1,"type":"ping","id":7}');
+    expect(frame(Buffer.alloc(258)).subarray(0, 4)).toEqual(Buffer.from([0, 0, 1, 2]));
+  });
+
+  it('takes a frame at the bound and refuses one over it from the prefix, before its payload', () => {
+    const d = new FrameDecoder();
+    d.push(frame(Buffer.alloc(DATAPLANE_MAX_FRAME_BYTES, 0x20)));
+    expect(d.next()?.length).toBe(DATAPLANE_MAX_FRAME_BYTES);
+    const over = Buffer.alloc(4);
+    over.writeUInt32BE(DATAPLANE_MAX_FRAME_BYTES + 1);
+    const e = new FrameDecoder();
+    e.push(over);
+    expect(codeOf(() => e.next())).toBe('frame_too_large');
+    // And on the way out: a side never writes what the other must refuse.
+    expect(codeOf(() => frame(Buffer.alloc(DATAPLANE_MAX_FRAME_BYTES + 1)))).toBe('frame_too_large');
+  });
+
+  it('says nothing of a frame until it is whole, and a truncated one only at the end', () => {
+    const f = encodeMessage({ type: 'pong', id: 1 });
+    const d = new FrameDecoder();
+    d.push(f.subarray(0, 6));
+    expect(d.next()).toBeUndefined();
+    expect(codeOf(() => d.finish())).toBe('frame_truncated');
+    d.push(f.subarray(6));
+    expect(d.next()?.toString()).toBe('{"v":1,"type":"pong","id":1}');
+    expect(codeOf(() => d.finish())).toBeUndefined();
+  });
+
+  it('never quotes a payload in its errors (frames carry token digests)', () => {
+    const secretish = 'f'.repeat(64);
+    let message = '';
+    try {
+      parsePayload(
+        Buffer.from(`{"v":1,"type":"token","gen":"g","seq":1,"sha256":"${secretish}x"}`),
+        'dataplane',
+      );
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^frame_malformed: token\./);
+    expect(message).not.toContain(secretish);
+  });
+});
+
+it('has the same error codes as the Rust side (native/dataplane/src/error.rs)', () => {
+  const rust = readFileSync(join(import.meta.dirname, '../../../native/dataplane/src/error.rs'), 'utf8');
+  const codes = [...rust.matchAll(/=> "([a-z_]+)",/g)].map((m) => m[1]);
+  expect(codes.sort()).toEqual(Object.values(ProtocolErrorCode).sort());
+});
