@@ -59,7 +59,7 @@ const StartFailureSchema = z.object({ reason: z.string(), message: z.string() })
 const ReplicaSchema = z.object({ id: z.string(), url: z.string() });
 /** `poolSettingsFor`'s answer (src/gateway/balancer/balancer.ts). */
 const PoolSettingsSchema = z.object({
-  capacity: uint(),
+  capacity: uint().max(0xffff_ffff),
   maxQueue: uint(),
   queueTimeoutMs: uint(),
   coldStartTimeoutMs: uint(),
@@ -83,6 +83,8 @@ const TokenFields = {
   projectId: z.string(),
   until: uint(),
 };
+/** A custom domain's host, lower-cased by Node (one with an upper-case letter could never be found). */
+const host = () => z.string().regex(/^[^A-Z]*$/, 'must be lower-cased');
 const AppRefSchema = z.object({ projectId: z.string(), appName: z.string() });
 /** Every state frame: the Node start it belongs to, and its place in that start's one counter. */
 const StateFields = { gen: z.string(), seq: uint() };
@@ -130,13 +132,13 @@ const schemas = {
     apps: z.array(AppSchema),
     replicas: z.array(z.object({ key: z.string(), replicas: z.array(ReplicaSchema) })),
     failures: z.array(z.object({ key: z.string(), failure: StartFailureSchema })),
-    domains: z.array(z.object({ host: z.string(), projectId: z.string(), appName: z.string() })),
+    domains: z.array(z.object({ host: host(), projectId: z.string(), appName: z.string() })),
     tokens: z.array(z.object(TokenFields)),
   }),
   app: z.object({ ...StateFields, key: z.string(), app: AppSchema.nullable() }),
   replicas: z.object({ ...StateFields, key: z.string(), replicas: z.array(ReplicaSchema) }),
   failure: z.object({ ...StateFields, key: z.string(), failure: StartFailureSchema.nullable() }),
-  domain: z.object({ ...StateFields, host: z.string(), target: AppRefSchema.nullable() }),
+  domain: z.object({ ...StateFields, host: host(), target: AppRefSchema.nullable() }),
   token: z.object({ ...StateFields, ...TokenFields }),
   drain: z.object({ phase: z.enum(['handover', 'drain']) }),
 } as const;

@@ -499,6 +499,31 @@ const BAD: FrameCase[] = [
     wire: json(patched(find('token'), { until: '1795000060000' })),
     error: 'frame_malformed',
   },
+  {
+    name: 'domain with an upper-case host',
+    at: 'dataplane',
+    layer: 'state',
+    wire: json(patched(find('domain, set'), { host: 'API.example.com' })),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'snapshot with an upper-case domain',
+    at: 'dataplane',
+    layer: 'state',
+    wire: json(
+      patched(find('snapshot'), {
+        domains: [{ host: 'Hello.example.com', projectId: 'acme', appName: 'hello' }],
+      }),
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'app whose pool capacity is over 2^32 - 1',
+    at: 'dataplane',
+    layer: 'state',
+    wire: json(patched(find('app, set'), { app: { ...APP, pool: { ...POOL, capacity: 2 ** 32 } } })),
+    error: 'frame_malformed',
+  },
   // a stream: what came before a refusal is read
   {
     name: 'two pings then a frame of v 2',
