@@ -31,12 +31,14 @@ import { FRAME_CASES, readCase } from '../src/gateway/testing/frame-cases.ts';
 import { cachedRunTokenVerifier, type RememberedToken } from '../src/gateway/token-cache.ts';
 import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
 import { ApiError } from '../src/shared/errors.ts';
+import { type AccessLogContext, logAccess } from '../src/shared/http/access-log.ts';
 import {
   forwardQuery,
   forwardRequestHeaders,
   forwardResponseHeaders,
   upstreamError,
 } from '../src/shared/http/upstream.ts';
+import { createLogger } from '../src/shared/log.ts';
 import type { RunTokenClaims } from '../src/shared/run-tokens.ts';
 
 const DIR = join(import.meta.dirname, '..', 'native', 'dataplane', 'tests', 'vectors');
@@ -1002,6 +1004,165 @@ async function tokenCases() {
   return runs;
 }
 
+// --- access log: logAccess through the gateway's pino logger, byte for byte -----------------------------
+
+type AccessIn = {
+  timeMs: number;
+  startedAt: number;
+  now: number;
+  requestId: string;
+  method: string;
+  status: number;
+  code?: string;
+  aborted: boolean;
+  mode: 'sync' | 'stream';
+  project?: string;
+  app?: string;
+};
+
+/** The lines logAccess writes through createLogger(...).child({ component: 'gateway' }) at `level`. */
+function accessLines(level: string, inputs: AccessIn[]): Array<string | null> {
+  let out: string[] = [];
+  const destination = { write: (s: string) => out.push(s) } as unknown as NodeJS.WritableStream;
+  const log = createLogger({ name: 'apphost-gateway', level, destination }).child({ component: 'gateway' });
+  const realNow = Date.now;
+  return inputs.map((i) => {
+    out = [];
+    const ctx: AccessLogContext<never> & { state: Record<string, unknown> } = {
+      state: { startedAt: i.startedAt, requestId: i.requestId, errorCode: i.code, log },
+      status: i.status,
+      method: i.method,
+      res: { writableFinished: !i.aborted } as never,
+    } as never;
+    // pino's isoTime reads Date.now(): the line's time, fixed.
+    Date.now = () => i.timeMs;
+    try {
+      logAccess(
+        { log, now: () => i.now, done: () => ({ mode: i.mode, project: i.project, app: i.app }) },
+        ctx as never,
+      );
+    } finally {
+      Date.now = realNow;
+    }
+    if (out.length > 1) throw new Error('logAccess wrote more than one line');
+    return out[0] ?? null;
+  });
+}
+
+function accessCases(): AccessIn[] {
+  const rand = seededRandom(0xacce55);
+  const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)] as T;
+  const names = [
+    'acme',
+    'hello-world',
+    'p"q',
+    'a\\b',
+    'caf\u00e9',
+    '\u65e5\u672c',
+    '\u{1f600}',
+    'line\u2028sep\u2029',
+    'tab\there',
+    'nl\nand\rcr',
+    'nul\u0000',
+    '\u0001\u0008\u000b\u000c\u001f',
+    'del\u007f',
+    '</script>',
+    '',
+    'x'.repeat(100),
+    `${'"'.repeat(101)}`,
+    `${'q'.repeat(120)}"\\`,
+    `${'c'.repeat(99)}\u0002`,
+    `${'\u00e9'.repeat(60)}\n`,
+  ];
+  const statuses = [200, 201, 204, 299, 302, 399, 400, 401, 404, 413, 429, 499, 500, 502, 503, 504, 599];
+  const codes = [undefined, '', 'upstream_unreachable', 'queue_timeout', 'upstream_timeout', 'q"uote'];
+  const times = [
+    -62_135_596_800_000, -62_198_755_200_000, -59_011_459_200_001, -30_610_224_000_001, 0, -1, 1,
+    1_700_000_000_123, 951_782_400_000, 253_402_300_799_999, 253_402_300_800_000, -62_167_219_200_001,
+    4_102_444_800_000,
+  ];
+  const durations = [0, 1, 2, 499, 500, 999, 1000, 1001, 123_456, 86_400_000, -1, -5];
+  const out: AccessIn[] = [];
+  // Every name and status once in a plain line, every time once, then a seeded mix.
+  for (const n of names)
+    out.push({
+      timeMs: 1_700_000_000_123,
+      startedAt: 1_700_000_000_120,
+      now: 1_700_000_000_123,
+      requestId: n,
+      method: 'POST',
+      status: 200,
+      aborted: false,
+      mode: 'sync',
+      project: n,
+      app: n,
+    });
+  for (const status of statuses)
+    out.push({
+      timeMs: 1_700_000_000_000,
+      startedAt: 1_700_000_000_000,
+      now: 1_700_000_000_007,
+      requestId: '8e0a4a4e-5d43-4c7b-9d7e-3f1f7c1c2b1a',
+      method: 'POST',
+      status,
+      aborted: false,
+      mode: 'sync',
+      project: 'acme',
+      app: 'hello',
+    });
+  // Every time once (years before 1000, after 9999, before 0: toISOString's padding and sign).
+  for (const timeMs of times)
+    out.push({
+      timeMs,
+      startedAt: 0,
+      now: 0,
+      requestId: 'r',
+      method: 'POST',
+      status: 200,
+      aborted: false,
+      mode: 'sync',
+    });
+  for (let k = 0; k < 200; k++) {
+    const now = 1_700_000_000_000 + rand(10_000_000);
+    const optional = <T>(v: T) => (rand(8) === 0 ? undefined : v);
+    out.push({
+      timeMs: rand(3) === 0 ? pick(times) : now + rand(3),
+      startedAt: now - pick(durations),
+      now,
+      requestId: rand(2) === 0 ? pick(names) : `${rand(1e9).toString(16)}-${k}`,
+      method: pick(['POST', 'GET', 'post', 'M"X']),
+      status: pick(statuses),
+      code: pick(codes),
+      aborted: rand(4) === 0,
+      mode: pick(['sync', 'stream'] as const),
+      project: optional(pick(names)),
+      app: optional(pick(names)),
+    });
+  }
+  return out;
+}
+
+/** Whether a line of each status is written at each of pino's levels. */
+function accessLevels() {
+  const statuses = [200, 399, 400, 499, 500, 599];
+  const base = {
+    timeMs: 0,
+    startedAt: 0,
+    now: 0,
+    requestId: 'r',
+    method: 'POST',
+    aborted: false,
+    mode: 'sync' as const,
+  };
+  return ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map((level) => ({
+    level,
+    written: accessLines(
+      level,
+      statuses.map((status) => ({ ...base, status })),
+    ).map((l, k) => [statuses[k], l !== null]),
+  }));
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -1043,6 +1204,11 @@ const files: Record<string, unknown> = {
       ...(c.layer ? { layer: c.layer } : {}),
     })),
   },
+  'access-log.json': (() => {
+    const inputs = accessCases();
+    const lines = accessLines('info', inputs);
+    return { levels: accessLevels(), cases: inputs.map((i, k) => ({ in: i, line: lines[k] })) };
+  })(),
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

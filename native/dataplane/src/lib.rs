@@ -2,6 +2,7 @@
 //! to the gateway's Node process (framing, messages, the hello/ping loop); built, not yet started by
 //! the gateway.
 
+pub mod access_log;
 pub mod auth;
 pub mod body;
 pub mod channel;
