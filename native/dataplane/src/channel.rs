@@ -1,9 +1,10 @@
-//! The data plane's side of the control channel, step 1: `hello` first, then a `pong` for each `ping`,
-//! until Node closes the channel. Blocking I/O on one thread is enough while the channel is all the
-//! process does; step 4 moves this loop onto tokio beside the listener, with the same codec.
+//! The control channel's I/O on tokio (design §4): whole messages read from and written to fd 3, with
+//! the frame codec of frame.rs. What the messages mean is run.rs's.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::ProtocolError;
 use crate::frame::FrameDecoder;
@@ -44,128 +45,125 @@ impl fmt::Display for ChannelError {
 
 impl std::error::Error for ChannelError {}
 
-/// Serves the channel until Node closes it. `Ok` means it closed between two frames; the stream is
-/// dropped (closed) on every return, so after a protocol error Node sees the channel end.
-pub fn serve<S: Read + Write>(mut stream: S) -> Result<(), ChannelError> {
-    send(&mut stream, &Message::hello())?;
-    let mut decoder = FrameDecoder::new();
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    loop {
-        while let Some(payload) = decoder.next_frame()? {
-            match Message::from_payload(&payload)? {
-                Message::Ping { id } => send(&mut stream, &Message::Pong { id })?,
-                other => {
-                    return Err(ProtocolError::UnexpectedMessage {
-                        type_name: other.type_name().to_owned(),
-                    }
-                    .into());
-                }
-            }
+/// Frames from Node, read as they come. `next` is cancel-safe (a partly read frame stays in the decoder),
+/// so it can sit in a `select!` beside the server's events.
+pub struct FrameReader<R> {
+    io: R,
+    decoder: FrameDecoder,
+    chunk: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(io: R) -> Self {
+        FrameReader {
+            io,
+            decoder: FrameDecoder::new(),
+            chunk: vec![0u8; READ_CHUNK_BYTES],
         }
-        let n = match stream.read(&mut chunk) {
-            Ok(0) => return Ok(decoder.finish()?),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        decoder.push(&chunk[..n]);
+    }
+
+    /// The next message, or `None` when Node closed the channel between two frames.
+    pub async fn next(&mut self) -> Result<Option<Message>, ChannelError> {
+        loop {
+            if let Some(payload) = self.decoder.next_frame()? {
+                return Ok(Some(Message::from_payload(&payload)?));
+            }
+            let n = match self.io.read(&mut self.chunk).await {
+                Ok(0) => {
+                    self.decoder.finish()?;
+                    return Ok(None);
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.decoder.push(&self.chunk[..n]);
+        }
     }
 }
 
-fn send<W: Write>(w: &mut W, msg: &Message) -> Result<(), ChannelError> {
-    w.write_all(&msg.to_frame()?)?;
-    w.flush()?;
-    Ok(())
+/// Frames to Node, each written whole before the next.
+pub struct FrameWriter<W> {
+    io: W,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    pub fn new(io: W) -> Self {
+        FrameWriter { io }
+    }
+
+    pub async fn send(&mut self, msg: &Message) -> Result<(), ChannelError> {
+        self.io.write_all(&msg.to_frame()?).await?;
+        self.io.flush().await?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::PROTOCOL_VERSION;
-
-    /// A channel whose input is fixed and whose output is kept.
-    struct Script {
-        input: io::Cursor<Vec<u8>>,
-        output: Vec<u8>,
-    }
-
-    impl Read for Script {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            self.input.read(buf)
-        }
-    }
-
-    impl Write for Script {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn run(input: Vec<u8>) -> (Result<(), ChannelError>, Vec<Message>) {
-        let mut script = Script {
-            input: io::Cursor::new(input),
-            output: Vec::new(),
-        };
-        let result = serve(&mut script);
-        let mut d = FrameDecoder::new();
-        d.push(&script.output);
-        let mut sent = Vec::new();
-        while let Some(p) = d.next_frame().unwrap() {
-            sent.push(Message::from_payload(&p).unwrap());
-        }
-        d.finish().unwrap();
-        (result, sent)
-    }
 
     fn frames(msgs: &[Message]) -> Vec<u8> {
         msgs.iter().flat_map(|m| m.to_frame().unwrap()).collect()
     }
 
-    #[test]
-    fn hello_then_a_pong_per_ping_then_ok_at_the_end() {
-        let (result, sent) = run(frames(&[Message::Ping { id: 1 }, Message::Ping { id: 2 }]));
-        assert!(result.is_ok(), "{result:?}");
-        assert_eq!(
-            sent,
-            [Message::hello(), Message::Pong { id: 1 }, Message::Pong { id: 2 }]
-        );
+    async fn read_all(input: Vec<u8>) -> (Vec<Message>, Result<(), ChannelError>) {
+        let (mut ours, theirs) = tokio::io::duplex(7);
+        tokio::spawn(async move {
+            // Seven bytes a write: frames arrive in pieces, as a socket may deliver them.
+            ours.write_all(&input).await.unwrap();
+        });
+        let mut r = FrameReader::new(theirs);
+        let mut got = Vec::new();
+        loop {
+            match r.next().await {
+                Ok(Some(m)) => got.push(m),
+                Ok(None) => return (got, Ok(())),
+                Err(e) => return (got, Err(e)),
+            }
+        }
     }
 
-    #[test]
-    fn a_protocol_error_ends_the_channel_after_what_came_before() {
+    #[tokio::test]
+    async fn messages_come_whole_then_none_at_the_end() {
+        let msgs = [Message::Ping { id: 1 }, Message::Drained, Message::Ping { id: 2 }];
+        let (got, end) = read_all(frames(&msgs)).await;
+        assert_eq!(got, msgs);
+        assert!(end.is_ok(), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn a_protocol_error_comes_after_what_came_before() {
         let mut input = frames(&[Message::Ping { id: 1 }]);
         input.extend(crate::frame::encode(br#"{"v":2,"type":"ping","id":2}"#).unwrap());
-        input.extend(frames(&[Message::Ping { id: 3 }]));
-        let (result, sent) = run(input);
-        match result {
+        let (got, end) = read_all(input).await;
+        assert_eq!(got, [Message::Ping { id: 1 }]);
+        match end {
             Err(ChannelError::Protocol(e)) => assert_eq!(e.code(), "version_mismatch"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(sent, [Message::hello(), Message::Pong { id: 1 }]);
     }
 
-    #[test]
-    fn an_end_inside_a_frame_is_a_protocol_error() {
+    #[tokio::test]
+    async fn an_end_inside_a_frame_is_a_protocol_error() {
         let mut input = frames(&[Message::Ping { id: 1 }]);
         input.pop();
-        match run(input).0 {
+        match read_all(input).await.1 {
             Err(ChannelError::Protocol(e)) => assert_eq!(e.code(), "frame_truncated"),
             other => panic!("{other:?}"),
         }
     }
 
-    #[test]
-    fn a_message_only_the_data_plane_sends_is_refused() {
-        let input = frames(&[Message::Hello {
-            protocol: PROTOCOL_VERSION,
-            build: "x".to_owned(),
-        }]);
-        match run(input).0 {
-            Err(ChannelError::Protocol(e)) => assert_eq!(e.code(), "unexpected_message"),
-            other => panic!("{other:?}"),
-        }
+    #[tokio::test]
+    async fn written_frames_decode_to_what_was_sent() {
+        let (ours, theirs) = tokio::io::duplex(1024);
+        let mut w = FrameWriter::new(ours);
+        w.send(&Message::hello()).await.unwrap();
+        w.send(&Message::Pong { id: 9 }).await.unwrap();
+        drop(w);
+        let mut r = FrameReader::new(theirs);
+        assert_eq!(r.next().await.unwrap(), Some(Message::hello()));
+        assert_eq!(r.next().await.unwrap(), Some(Message::Pong { id: 9 }));
+        assert_eq!(r.next().await.unwrap(), None);
     }
 }

@@ -18,8 +18,11 @@ pub enum ProtocolError {
     VersionMismatch { got: u64, want: u64 },
     /// A `type` this build does not know (both sides come from one image: a broken build).
     UnknownType { type_name: String },
-    /// A known message sent the wrong way (Node sent what only the data plane sends).
+    /// A known message sent the wrong way (Node sent what only the data plane sends), or out of order
+    /// (anything but `ping` before `config`, a second `config`).
     UnexpectedMessage { type_name: String },
+    /// Node did not send `config` and the first `snapshot` within `DATAPLANE_START_WAIT_MS`.
+    StartTimeout { waited_ms: u64, missing: &'static str },
 }
 
 impl ProtocolError {
@@ -32,6 +35,7 @@ impl ProtocolError {
             ProtocolError::VersionMismatch { .. } => "version_mismatch",
             ProtocolError::UnknownType { .. } => "unknown_type",
             ProtocolError::UnexpectedMessage { .. } => "unexpected_message",
+            ProtocolError::StartTimeout { .. } => "start_timeout",
         }
     }
 }
@@ -63,7 +67,13 @@ impl fmt::Display for ProtocolError {
                 )
             }
             ProtocolError::UnexpectedMessage { type_name } => {
-                write!(f, "{code}: the data plane does not take {type_name:?} messages")
+                write!(
+                    f,
+                    "{code}: the data plane does not take a {type_name:?} message here"
+                )
+            }
+            ProtocolError::StartTimeout { waited_ms, missing } => {
+                write!(f, "{code}: no {missing} from the gateway within {waited_ms} ms")
             }
         }
     }

@@ -1,6 +1,6 @@
-//! apphost's native data plane (docs/design/native-data-plane.md). Step 1 of §8: the control channel
-//! to the gateway's Node process (framing, messages, the hello/ping loop); built, not yet started by
-//! the gateway.
+//! apphost's native data plane (docs/design/native-data-plane.md): the control channel to the gateway's
+//! Node process (framing, messages), the server on the gateway port that hands every call to Node (step
+//! 4: run.rs, server.rs, handoff.rs), and the pure modules of step 2, held to the gateway's vectors.
 
 pub mod access_log;
 pub mod auth;
@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod errors;
 pub mod frame;
+pub mod handoff;
 pub mod headers;
 pub mod message;
 pub mod meter;
@@ -19,6 +20,8 @@ pub mod pool;
 pub mod query;
 pub mod records;
 pub mod route;
+pub mod run;
+pub mod server;
 pub mod state;
 pub mod tokens;
 

@@ -1,13 +1,19 @@
 //! `apphost-dataplane`: started by the gateway's Node process with the control channel on fd 3
 //! (design §1). `--version` prints the version, protocol and build (the cluster suite runs it in the pod).
+//!
+//! Every setting comes in the `config` frame, except one: `APPHOST_GATEWAY_DATA_PLANE_THREADS` (from
+//! the env Node passes to the child, default 1), because the runtime that reads the channel must exist
+//! before any frame is read. 1 is tokio's `current_thread` runtime; N > 1 the multi-thread one with N
+//! workers.
 
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
-use apphost_dataplane::channel::{self, ChannelError};
+use apphost_dataplane::channel::ChannelError;
 use apphost_dataplane::message::PROTOCOL_VERSION;
+use apphost_dataplane::run::{Fatal, run};
 
 /// The control channel's descriptor: Node spawns the child with `stdio: ['ignore', 'inherit', 'inherit', 'pipe']`.
 const CHANNEL_FD: i32 = 3;
@@ -16,6 +22,12 @@ const CHANNEL_FD: i32 = 3;
 const EXIT_CHANNEL_IO: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_PROTOCOL: u8 = 3;
+const EXIT_LISTEN: u8 = 4;
+
+/// The tokio workers (design §6): read here, before the runtime starts, and nowhere else.
+const THREADS_ENV: &str = "APPHOST_GATEWAY_DATA_PLANE_THREADS";
+/// Upper bound on `APPHOST_GATEWAY_DATA_PLANE_THREADS`.
+const MAX_THREADS: usize = 64;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +48,19 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     }
+    // When the parent (Node) dies, SIGTERM, handled below as the end of the channel: in-flight calls
+    // finish, then exit. Linux ties this to the thread that forked us: Node spawns from its main thread.
+    // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number has no memory effects.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
+    let threads = match threads() {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!("apphost-dataplane: {why}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let stream = match open_channel() {
         Ok(s) => s,
         Err(why) => {
@@ -43,16 +68,59 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match channel::serve(stream) {
-        // Node closed the channel: it is gone, and so is the reason to serve (nothing is in flight in step 1).
-        Ok(()) => ExitCode::SUCCESS,
+    let runtime = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
+        Ok(r) => r,
         Err(e) => {
-            eprintln!("apphost-dataplane: control channel: {e}");
-            ExitCode::from(match e {
-                ChannelError::Protocol(_) => EXIT_PROTOCOL,
-                ChannelError::Io(_) => EXIT_CHANNEL_IO,
-            })
+            eprintln!("apphost-dataplane: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_CHANNEL_IO);
         }
+    };
+    let result = runtime.block_on(async {
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| Fatal::Channel(e.into()))?;
+        let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| Fatal::Channel(e.into()))?;
+        let (r, w) = stream.into_split();
+        run(r, w).await
+    });
+    // Calls still running past the drain bound are cut here, with the runtime.
+    let code = match result {
+        Ok(()) => return ExitCode::SUCCESS,
+        Err(Fatal::Channel(ChannelError::Protocol(e))) => {
+            eprintln!("apphost-dataplane: control channel: protocol error: {e}");
+            EXIT_PROTOCOL
+        }
+        Err(Fatal::Channel(e)) => {
+            eprintln!("apphost-dataplane: control channel: {e}");
+            EXIT_CHANNEL_IO
+        }
+        Err(Fatal::Listen(e)) => {
+            eprintln!("apphost-dataplane: cannot listen on the gateway port: {e}");
+            EXIT_LISTEN
+        }
+    };
+    std::process::exit(code.into())
+}
+
+/// `APPHOST_GATEWAY_DATA_PLANE_THREADS`: 1 (the default) to `MAX_THREADS`.
+fn threads() -> Result<usize, String> {
+    match std::env::var(THREADS_ENV) {
+        Err(_) => Ok(1),
+        Ok(v) if v.is_empty() => Ok(1),
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{THREADS_ENV}={v:?}: expected a number from 1 to {MAX_THREADS}"
+            )),
+        },
     }
 }
 

@@ -1,0 +1,183 @@
+//! The gateway port (design §1: the data plane owns `APPHOST_GATEWAY_PORT`): hyper's HTTP/1 server on
+//! tokio, every call handed to Node in step 4 (handoff.rs), and the two drain phases of design §4:
+//!
+//! - `handover`: the listener is closed; calls still arriving on kept-alive connections are served and
+//!   answered with `Connection: close`, so a proxy retires each connection (Node times this phase:
+//!   it sends `drain` after `APPHOST_GATEWAY_CONNECTION_HANDOVER_MS`);
+//! - `drain`: idle connections are closed, a call that still arrives is answered 503 `shutting_down`
+//!   (the gateway's bytes), and calls in flight (streams included) run to their end, up to the bound
+//!   the caller of `drain` gives (`drainTimeoutMs`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hyper::body::Incoming;
+use hyper::header::{CONNECTION, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::errors::shutting_down;
+use crate::handoff::{AnswerBody, Handoff, error_response};
+
+/// Pause after a failed `accept` (out of descriptors, say) before the next, so the loop does not spin.
+pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    Serving = 0,
+    Handover = 1,
+    Draining = 2,
+}
+
+struct Shared {
+    handoff: Handoff,
+    phase: AtomicU8,
+    retry_after: u64,
+}
+
+impl Shared {
+    fn phase(&self) -> u8 {
+        self.phase.load(Ordering::Relaxed)
+    }
+}
+
+/// The listening server.
+pub struct Server {
+    shared: Arc<Shared>,
+    phase: watch::Sender<Phase>,
+    accept: JoinHandle<()>,
+    port: u16,
+}
+
+impl Server {
+    /// Binds `config.listen` and starts serving.
+    pub async fn start(config: &Config) -> std::io::Result<Server> {
+        let listener = TcpListener::bind((config.listen.host.as_str(), config.listen.port)).await?;
+        let port = listener.local_addr()?.port();
+        let g = &config.gateway;
+        let shared = Arc::new(Shared {
+            handoff: Handoff::new(
+                &config.handoff_socket,
+                config.handoff_head_ms(),
+                g.stream_idle_timeout_ms,
+                g.retry_after_seconds,
+            ),
+            phase: AtomicU8::new(Phase::Serving as u8),
+            retry_after: g.retry_after_seconds,
+        });
+        let (phase, phase_rx) = watch::channel(Phase::Serving);
+        let accept = tokio::spawn(accept_loop(listener, shared.clone(), phase_rx));
+        Ok(Server {
+            shared,
+            phase,
+            accept,
+            port,
+        })
+    }
+
+    /// The port bound (the configured one, or the one the system chose for port 0).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `drain{handover}`: stop accepting; every answer closes its connection.
+    pub fn handover(&self) {
+        self.set(Phase::Handover);
+    }
+
+    /// `drain{drain}` (or Node gone): refuse new calls, close idle connections, and wait for the calls in
+    /// flight, at most `bound`. True when every connection ended within it.
+    pub async fn drain(self, bound: Duration) -> bool {
+        self.set(Phase::Draining);
+        tokio::time::timeout(bound, self.accept).await.is_ok()
+    }
+
+    fn set(&self, phase: Phase) {
+        self.shared.phase.fetch_max(phase as u8, Ordering::Relaxed);
+        self.phase.send_if_modified(|p| {
+            let later = (phase as u8) > (*p as u8);
+            if later {
+                *p = phase;
+            }
+            later
+        });
+    }
+}
+
+/// Accepts until the handover; then, at the drain, shuts every connection down gracefully and returns
+/// once all have ended.
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>) {
+    let graceful = GracefulShutdown::new();
+    let mut listener = Some(listener);
+    loop {
+        let accepted = async {
+            match &listener {
+                Some(l) => l.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = accepted => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let shared = shared.clone();
+                    let conn = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .keep_alive(true)
+                        .serve_connection(
+                            TokioIo::new(stream),
+                            service_fn(move |req| call(shared.clone(), req)),
+                        );
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await,
+            },
+            changed = phase.changed() => {
+                let now = if changed.is_ok() { *phase.borrow_and_update() } else { Phase::Draining };
+                if now != Phase::Serving {
+                    // Closing the listener: new connections are refused from here on.
+                    listener = None;
+                }
+                if now == Phase::Draining {
+                    break;
+                }
+            }
+        }
+    }
+    graceful.shutdown().await;
+}
+
+fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One call: its request id, then the drain's 503 or the hand-off.
+async fn call(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
+    let start_ms = epoch_ms();
+    let mut buf = uuid::Uuid::encode_buffer();
+    let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+    if shared.phase() == Phase::Draining as u8 {
+        return Ok(error_response(&shutting_down(shared.retry_after), id, true));
+    }
+    let mut res = shared.handoff.forward(req, id, start_ms).await;
+    if shared.phase() != Phase::Serving as u8 {
+        res.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(res)
+}
