@@ -157,7 +157,10 @@ export type StartFailureWire = z.output<typeof StartFailureSchema>;
 export type ConfigMessage = Of<'config'>;
 export type SnapshotMessage = Of<'snapshot'>;
 /** The state frames, which share one `seq` counter per `gen`. */
-export type StateMessage = Of<'snapshot' | 'app' | 'replicas' | 'failure' | 'domain' | 'token'>;
+export type StateMessage = Extract<
+  Message,
+  { type: 'snapshot' | 'app' | 'replicas' | 'failure' | 'domain' | 'token' }
+>;
 
 /** Who sends each type: a frame received from the wrong side is `unexpected_message`. */
 export const SENT_BY: Readonly<Record<MessageType, 'node' | 'dataplane'>> = {
