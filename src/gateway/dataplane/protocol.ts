@@ -35,6 +35,11 @@ export const ProtocolErrorCode = {
   UnknownType: 'unknown_type',
   /** A known message sent the wrong way (the data plane sent what only Node sends, or the reverse). */
   UnexpectedMessage: 'unexpected_message',
+  /**
+   * The data plane's alone: Node did not send `config` and the first `snapshot` within its start bound
+   * (`DATAPLANE_START_WAIT_MS` in native/dataplane). No frame carries it; the child exits 3.
+   */
+  StartTimeout: 'start_timeout',
 } as const;
 export type ProtocolErrorCode = (typeof ProtocolErrorCode)[keyof typeof ProtocolErrorCode];
 
