@@ -106,8 +106,12 @@ export interface AppHost {
   scale(name: string, replicas: number): Promise<void>;
   /** Replicas wanted and ready, per app. */
   replicaCounts(name: string): { desired: number; ready: number } | undefined;
-  /** Reports every app's ready replicas and start failure from now on. */
-  watchReplicas(sink: LocalReplicaSink): void;
+  /**
+   * Reports every app's ready replicas and start failure from now on, to each sink given (the gateway's
+   * balancer, the resolver's app table), until the returned function is called. An app made known
+   * (`reserve`) is reported at once, with no replicas; a removed one with no replicas, after it is gone.
+   */
+  watchReplicas(sink: LocalReplicaSink): () => void;
 }
 
 export interface AppHostDeps {
@@ -161,7 +165,7 @@ export function createAppHost(deps: AppHostDeps): AppHost {
   const apps = new Map<string, Hosted>();
   const draining = new Set<Promise<void>>();
   let termDir = deps.terminationDir;
-  let sink: LocalReplicaSink | undefined;
+  const sinks = new Set<LocalReplicaSink>();
   let health: NodeJS.Timeout | undefined;
   let seq = 0;
 
@@ -191,16 +195,18 @@ export function createAppHost(deps: AppHostDeps): AppHost {
 
   const push = (name: string) => {
     const h = apps.get(name);
-    if (!sink) return;
+    if (sinks.size === 0) return;
     const ready = (h?.current?.replicas ?? []).filter((r) => r.ready);
-    sink.setReplicas(
-      name,
-      ready.map((r) => ({ id: r.process, url: url(r) })),
-    );
-    sink.setStartFailure(name, ready.length > 0 ? undefined : h?.failure);
-    // The endpoint (for the resolver's functions lookup) follows the first ready replica.
+    // The endpoint (for the resolver's functions lookup) follows the first ready replica; set before
+    // the sinks hear of the change, so that the resolver's app table reports the new port.
     const first = ready[0];
     if (h && first) h.endpoint.port = first.port;
+    const replicas = ready.map((r) => ({ id: r.process, url: url(r) }));
+    const failure = ready.length > 0 ? undefined : h?.failure;
+    for (const sink of sinks) {
+      sink.setReplicas(name, replicas);
+      sink.setStartFailure(name, failure);
+    }
   };
 
   const newReplica = async (v: HostedVersion, index: number): Promise<HostedReplica> => {
@@ -274,7 +280,9 @@ export function createAppHost(deps: AppHostDeps): AppHost {
     }
     const extra = v.replicas.length - h.desired;
     if (extra <= 0) return;
-    const load = sink?.replicaLoad?.(name) ?? {};
+    // Calls in flight per replica, from the sink that counts them (the gateway's balancer).
+    let load: Record<string, number> = {};
+    for (const sink of sinks) if (sink.replicaLoad) load = sink.replicaLoad(name);
     // Not ready first, then the idlest, then the newest.
     const victims = [...v.replicas]
       .map((r, i) => ({ r, i }))
@@ -344,7 +352,11 @@ export function createAppHost(deps: AppHostDeps): AppHost {
 
   return {
     endpoint: (name) => apps.get(name)?.endpoint,
-    reserve: (app) => void hosted(app),
+    reserve(app) {
+      if (apps.has(app.name)) return;
+      hosted(app);
+      push(app.name);
+    },
 
     async rollout(app, meta = {}) {
       const h = hosted(app);
@@ -438,7 +450,7 @@ export function createAppHost(deps: AppHostDeps): AppHost {
       const h = apps.get(name);
       if (!h) return false;
       apps.delete(name);
-      sink?.setReplicas(name, []);
+      for (const sink of sinks) sink.setReplicas(name, []);
       await Promise.all([h.current, h.pending].filter((v) => v !== undefined).map((v) => retire(v, 0)));
       return true;
     },
@@ -463,8 +475,9 @@ export function createAppHost(deps: AppHostDeps): AppHost {
     },
 
     watchReplicas(s) {
-      sink = s;
+      sinks.add(s);
       for (const name of apps.keys()) push(name);
+      return () => void sinks.delete(s);
     },
   };
 }

@@ -6,7 +6,7 @@
 
 import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import type { Runtime } from '../apis/v1alpha1/types.ts';
-import type { AppResolver, Replica, ResolvedApp, StartFailure } from '../shared/contracts/seams.ts';
+import type { AppResolver, AppSink, Replica, ResolvedApp, StartFailure } from '../shared/contracts/seams.ts';
 
 export interface LocalAppEndpoint {
   runtime: Runtime;
@@ -24,12 +24,15 @@ export interface LocalAppEndpoint {
 
 /** Where the local replicas of each app are (the app host). */
 export interface LocalReplicas {
+  /** Reports to each sink given, from now on, until the returned function is called. */
   watchReplicas(sink: {
     setReplicas(appName: string, replicas: readonly Replica[]): void;
     setStartFailure(appName: string, failure: StartFailure | undefined): void;
     replicaLoad?(appName: string): Record<string, number>;
-  }): void;
+  }): () => void;
   replicaCounts(appName: string): { desired: number; ready: number } | undefined;
+  /** The apps known (served, starting or reserved). */
+  names(): string[];
 }
 
 export interface DomainLookup {
@@ -93,6 +96,37 @@ export function createLocalResolver(deps: {
     }
   }
 
+  /**
+   * What `resolve` answers for a reported app, without waiting: functions only when already listed for
+   * this generation (listing them is started otherwise, and `then` runs once they are).
+   */
+  function resolvedNow(
+    replicas: LocalReplicas,
+    appName: string,
+    ep: LocalAppEndpoint,
+    then: () => void,
+  ): ResolvedApp {
+    const ready = !ep.starting && (replicas.replicaCounts(appName)?.ready ?? 0) > 0;
+    const resolved: ResolvedApp = {
+      projectId: deps.projectId,
+      appName,
+      runtime: ep.runtime,
+      upstream: `http://127.0.0.1:${ep.port}`,
+      ready,
+      gracePeriodSeconds: ep.gracePeriodSeconds,
+      ...(ep.scaling ? { scaling: ep.scaling } : {}),
+    };
+    if (ready && ep.runtime === 'cortex') {
+      const cached = functions.get(appName);
+      if (cached && cached.generation === ep.generation) resolved.functions = cached.names;
+      else
+        void listFunctions(appName, ep).then((names) => {
+          if (names) then();
+        });
+    }
+    return resolved;
+  }
+
   return {
     async resolve(projectId, appName) {
       if (projectId !== deps.projectId) return undefined;
@@ -136,6 +170,27 @@ export function createLocalResolver(deps: {
               setStartFailure: (app, f) => sink.setStartFailure(deps.projectId, app, f),
               replicaLoad: (app) => sink.replicaLoad?.(deps.projectId, app) ?? {},
             });
+          },
+          // Every change of a local app (made known, a version serving, replicas ready or gone, removed)
+          // goes through the app host's replica reports (setReplicas each time); each reports the app again.
+          watchApps(appSink: AppSink) {
+            const replicas = deps.replicas as LocalReplicas;
+            let stopped = false;
+            const report = (appName: string) => {
+              if (stopped) return;
+              const ep = deps.endpoint(appName);
+              if (!ep) appSink.removeApp(deps.projectId, appName);
+              else appSink.setApp(resolvedNow(replicas, appName, ep, () => report(appName)));
+            };
+            for (const name of replicas.names()) report(name);
+            const unwatch = replicas.watchReplicas({
+              setReplicas: report,
+              setStartFailure: () => {},
+            });
+            return () => {
+              stopped = true;
+              unwatch();
+            };
           },
         }
       : {}),

@@ -11,6 +11,12 @@ import type { Logger } from '../../shared/log.ts';
 export interface FunctionsCache {
   /** `version` changes when the app changes (e.g. its resourceVersion), which forces a refresh. */
   known(upstream: string, version: string): readonly string[] | undefined;
+  /**
+   * Calls `fn` with an upstream each time its answer is refreshed (learnt, or asked again after `ttlMs`
+   * or a new version), once the cache holds it; until the returned function is called. For the
+   * resolver's watchApps.
+   */
+  watch?(fn: (upstream: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -31,6 +37,7 @@ export function createFunctionsCache(opts: {
   const dispatcher = opts.dispatcher ?? (own as Dispatcher);
   const cache = new Map<string, { version: string; functions?: readonly string[]; until: number }>();
   const inflight = new Set<string>();
+  const watchers = new Set<(upstream: string) => void>();
 
   const refresh = (upstream: string, version: string) => {
     if (inflight.has(upstream)) return;
@@ -43,12 +50,14 @@ export function createFunctionsCache(opts: {
           return {};
         },
       )
-      .then((r) => {
+      .then((r: { functions?: string[] }) => {
         if (cache.size >= max && !cache.has(upstream)) {
           const oldest = cache.keys().next().value;
           if (oldest !== undefined) cache.delete(oldest);
         }
         cache.set(upstream, { version, until: now() + opts.ttlMs, ...r });
+        // Every refresh, not only a changed list: for a new version `known` answered undefined meanwhile.
+        for (const fn of watchers) fn(upstream);
       })
       .finally(() => inflight.delete(upstream));
   };
@@ -61,6 +70,10 @@ export function createFunctionsCache(opts: {
         return hit?.version === version ? hit.functions : undefined;
       }
       return hit.functions;
+    },
+    watch(fn) {
+      watchers.add(fn);
+      return () => void watchers.delete(fn);
     },
     async close() {
       await own?.close();

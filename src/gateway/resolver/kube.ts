@@ -17,7 +17,7 @@ import {
   MAX_RESPONSE_GRACE_PERIOD_SECONDS,
   PROJECT_LABEL,
 } from '../../apis/v1alpha1/types.ts';
-import type { AppResolver, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
+import type { AppResolver, AppSink, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
 import type { KubeReader } from '../../shared/kube/client.ts';
 import { createInformer, type Informer, type InformerHandlers } from '../../shared/kube/informer.ts';
 import {
@@ -147,6 +147,8 @@ export function createKubeAppResolver(deps: {
     onEveryChange(() => {
       invalidate();
       pushAll();
+      // A project label added, changed or removed moves every app of the namespace.
+      reportAllApps();
     }),
     { labelSelector: PROJECT_LABEL, transform: slimNamespace },
   );
@@ -154,15 +156,18 @@ export function createKubeAppResolver(deps: {
     onAdd: (app) => {
       invalidate();
       pushApp(app);
+      reportApp(app.metadata.namespace, app.metadata.name);
     },
     onUpdate: (app) => {
       invalidate();
       pushApp(app);
+      reportApp(app.metadata.namespace, app.metadata.name);
     },
     onDelete: (app) => {
       invalidate();
       const projectId = projects().nsProject.get(app.metadata.namespace ?? '');
       if (projectId) sink?.setReplicas(projectId, app.metadata.name, []);
+      reportApp(app.metadata.namespace, app.metadata.name);
     },
   });
   const domains = watch<DomainAssignment>(Resources.DomainAssignment, onEveryChange(invalidate));
@@ -172,7 +177,11 @@ export function createKubeAppResolver(deps: {
         Resources.EndpointSlice,
         onEveryChange((sl) => {
           const key = sliceService(sl);
-          if (key) pushService(key);
+          if (!key) return;
+          pushService(key);
+          // The first ready replica is where the app's functions are asked: they may be known now.
+          const slash = key.indexOf('/');
+          reportApp(key.slice(0, slash), key.slice(slash + 1));
         }),
         { labelSelector: MANAGED_SELECTOR, transform: slimSlice, indexBy: sliceService },
       )
@@ -224,6 +233,69 @@ export function createKubeAppResolver(deps: {
     if (!sink || !app || !projectId) return;
     sink.setStartFailure(projectId, app.metadata.name, startFailureOf(app));
   }
+  /** What `resolve` answers for the App object `app` of project `projectId` in namespace `ns`. */
+  function resolvedOf(projectId: string, ns: string, app: App): ResolvedApp {
+    const appName = app.metadata.name;
+    const resolved = toResolvedApp(projectId, app, upstreamFor(ns, appName));
+    // Asked of one ready pod directly when routing by endpoints (no cluster DNS needed).
+    const fnUpstream = slices ? firstReplica.get(`${ns}/${appName}`) : resolved.upstream;
+    if (deps.functions && fnUpstream && resolved.runtime === 'cortex' && resolved.ready) {
+      const known = deps.functions.known(fnUpstream, app.metadata.resourceVersion ?? '');
+      if (known) resolved.functions = known;
+    }
+    return resolved;
+  }
+  /** The app `name` of namespace `ns` as it resolves now, with its `project/app` key; none if it does not. */
+  function current(ns: string, name: string): { key: string; app: ResolvedApp } | undefined {
+    const projectId = projects().nsProject.get(ns);
+    const app = projectId ? apps.get(ns, name) : undefined;
+    if (!projectId || !app || app.metadata.deletionTimestamp) return undefined;
+    return { key: `${projectId}/${name}`, app: resolvedOf(projectId, ns, app) };
+  }
+
+  // The app table's watchers (watchApps), each with what it was last told is present (key →
+  // namespace and names), so that an app that stops resolving (deleted, being deleted, its namespace no
+  // longer a project's) is reported gone.
+  type Present = Map<string, { ns: string; projectId: string; appName: string }>;
+  const appWatchers = new Set<{ sink: AppSink; present: Present }>();
+  /** Reports the app `name` of namespace `ns` to every watcher: as it resolves now, or gone. */
+  function reportApp(ns: string | undefined, name: string) {
+    if (appWatchers.size === 0 || !ns) return;
+    const now = current(ns, name);
+    for (const w of appWatchers) {
+      for (const [key, was] of w.present)
+        if (was.ns === ns && was.appName === name && key !== now?.key) {
+          w.present.delete(key);
+          w.sink.removeApp(was.projectId, was.appName);
+        }
+      if (now) {
+        w.present.set(now.key, { ns, projectId: now.app.projectId, appName: name });
+        w.sink.setApp(now.app);
+      }
+    }
+  }
+  /** Reports every app to `watchers`: each that resolves, and each told before that no longer does. */
+  function reportAllApps(watchers: Iterable<{ sink: AppSink; present: Present }> = appWatchers) {
+    const all: Array<{ ns: string; key: string; app: ResolvedApp }> = [];
+    for (const app of apps.list()) {
+      const ns = app.metadata.namespace;
+      const now = ns ? current(ns, app.metadata.name) : undefined;
+      if (ns && now) all.push({ ns, ...now });
+    }
+    const keys = new Set(all.map((a) => a.key));
+    for (const w of watchers) {
+      for (const [key, was] of w.present)
+        if (!keys.has(key)) {
+          w.present.delete(key);
+          w.sink.removeApp(was.projectId, was.appName);
+        }
+      for (const { ns, key, app } of all) {
+        w.present.set(key, { ns, projectId: app.projectId, appName: app.appName });
+        w.sink.setApp(app);
+      }
+    }
+  }
+
   function pushAll() {
     const seen = new Set<string>();
     for (const slice of slices?.list() ?? []) {
@@ -236,6 +308,7 @@ export function createKubeAppResolver(deps: {
   }
 
   const informers = [namespaces, apps, domains, ...(slices ? [slices] : [])];
+  let unwatchFunctions: (() => void) | undefined;
   return {
     async start() {
       for (const inf of informers) inf.start();
@@ -255,6 +328,8 @@ export function createKubeAppResolver(deps: {
       pushAll();
     },
     async stop() {
+      unwatchFunctions?.();
+      unwatchFunctions = undefined;
       await Promise.all(informers.map((inf) => inf.stop()));
     },
     resolve(projectId, appName) {
@@ -262,17 +337,26 @@ export function createKubeAppResolver(deps: {
       if (!ns) return undefined;
       const app = apps.get(ns, appName);
       if (!app || app.metadata.deletionTimestamp) return undefined;
-      const resolved = toResolvedApp(projectId, app, upstreamFor(ns, appName));
-      // Asked of one ready pod directly when routing by endpoints (no cluster DNS needed).
-      const fnUpstream = slices ? firstReplica.get(`${ns}/${appName}`) : resolved.upstream;
-      if (deps.functions && fnUpstream && resolved.runtime === 'cortex' && resolved.ready) {
-        const known = deps.functions.known(fnUpstream, app.metadata.resourceVersion ?? '');
-        if (known) resolved.functions = known;
-      }
-      return resolved;
+      return resolvedOf(projectId, ns, app);
     },
     resolveHost(hostname) {
       return hostTable().get(hostname.toLowerCase().replace(/\.$/, ''));
+    },
+    watchApps(appSink) {
+      // A Cortex app's functions are learnt in the background: each answer that changed is reported.
+      unwatchFunctions ??= deps.functions?.watch?.((upstream) => {
+        for (const app of apps.list()) {
+          const ns = app.metadata.namespace ?? '';
+          const at = slices
+            ? firstReplica.get(`${ns}/${app.metadata.name}`)
+            : upstreamFor(ns, app.metadata.name);
+          if (at === upstream && app.spec.runtime === 'cortex') reportApp(ns, app.metadata.name);
+        }
+      });
+      const w = { sink: appSink, present: new Map() as Present };
+      reportAllApps([w]);
+      appWatchers.add(w);
+      return () => void appWatchers.delete(w);
     },
     ...(byEndpoints
       ? {

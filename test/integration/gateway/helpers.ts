@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type {
   AppResolver,
+  AppSink,
   ReplicaSink,
   ResolvedApp,
   StartFailure,
@@ -55,23 +56,60 @@ export function resolvedApp(
 }
 
 /**
- * A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers. It answers at once,
- * as the cluster's resolver does from its caches (local mode's answers with promises).
+ * `watchApps` over a table the test mutates: the snapshot at once, then, on each `changed()`, every app
+ * (again) and each one gone since the last report.
+ */
+function watchedTable(table: () => readonly ResolvedApp[]): {
+  watchApps(sink: AppSink): () => void;
+  changed(): void;
+} {
+  const watchers = new Map<AppSink, Map<string, ResolvedApp>>();
+  const report = (sink: AppSink, told: Map<string, ResolvedApp>) => {
+    const now = new Map(table().map((a) => [`${a.projectId}/${a.appName}`, a]));
+    for (const [key, was] of told)
+      if (!now.has(key)) {
+        told.delete(key);
+        sink.removeApp(was.projectId, was.appName);
+      }
+    for (const [key, app] of now) {
+      told.set(key, app);
+      sink.setApp({ ...app });
+    }
+  };
+  return {
+    watchApps(sink) {
+      const told = new Map<string, ResolvedApp>();
+      report(sink, told);
+      watchers.set(sink, told);
+      return () => void watchers.delete(sink);
+    },
+    changed() {
+      for (const [sink, told] of watchers) report(sink, told);
+    },
+  };
+}
+
+/**
+ * A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers (and call `changed()`
+ * so that `watchApps` watchers hear of it). It answers at once, as the cluster's resolver does from its
+ * caches (local mode's answers with promises).
  */
 export function staticResolver(
   apps: ResolvedApp[],
   hosts: Record<string, { projectId: string; appName: string }> = {},
-): AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts } {
-  return {
+): AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts; changed(): void } {
+  const r: AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts; changed(): void } = {
     apps,
     hosts,
     resolve(projectId, appName) {
-      return this.apps.find((a) => a.projectId === projectId && a.appName === appName);
+      return r.apps.find((a) => a.projectId === projectId && a.appName === appName);
     },
     resolveHost(hostname) {
-      return this.hosts[hostname];
+      return r.hosts[hostname];
     },
+    ...watchedTable(() => r.apps),
   };
+  return r;
 }
 
 export async function listen(
@@ -94,6 +132,8 @@ export async function closeServer(server: Server): Promise<void> {
  * ready replicas in every gateway that watches it.
  */
 export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
+  /** Tells `watchApps` watchers that `apps` changed. */
+  changed(): void;
   set(appName: string, urls: string[]): void;
   /** Reports that the app cannot start (as the cluster resolver does from the App's status). */
   fail(appName: string, failure: StartFailure | undefined): void;
@@ -110,6 +150,7 @@ export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
       );
   };
   return {
+    ...watchedTable(() => apps),
     async resolve(projectId, appName) {
       return apps.find((a) => a.projectId === projectId && a.appName === appName);
     },

@@ -13,6 +13,7 @@ import { gatewayKubeReader } from '../../../src/gateway/kube-client.ts';
 import { DEFAULT_GATEWAY_KUBE_SETTINGS } from '../../../src/gateway/kube-settings.ts';
 import { createFunctionsCache, type FunctionsCache } from '../../../src/gateway/resolver/functions.ts';
 import { createKubeAppResolver, type KubeAppResolver } from '../../../src/gateway/resolver/kube.ts';
+import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
 import type { ClosableKubeReader } from '../../../src/shared/kube/reader.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { applyProjectCrds } from '../../harness/crds.ts';
@@ -321,5 +322,156 @@ it('routes by fresh replicas again after its API connections go silent without c
     await r.stop();
     await viaRelay.close();
     await relay.close();
+  }
+});
+
+it('reports its whole app table at once to watchApps, then each app that appears, changes (readiness, settings, functions learnt) or goes away', async () => {
+  const tableProject = `${project}-t`;
+  const tableNs = await createTestNamespace(kc, 'gw-tbl', { [PROJECT_LABEL]: tableProject });
+  const core = kc.makeApiClient(CoreV1Api);
+  const fns = createFunctionsCache({ log: silentLogger(), timeoutMs: 2_000, ttlMs: 60_000 });
+  // Routing by Service: the functions are asked of the app's upstream, here a real HTTP server.
+  const r = createKubeAppResolver({
+    client,
+    log: silentLogger(),
+    functions: fns,
+    routing: 'service',
+    upstreamFor: () => fnServer.url,
+  });
+  const appObj = (name: string, grace = 60): App => ({
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'App',
+    metadata: { name, namespace: tableNs },
+    spec: { runtime: 'cortex', image: `example/${name}:1`, responseGracePeriodSeconds: grace },
+  });
+  const create = (name: string) =>
+    custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: tableNs,
+      plural: APP_PLURAL,
+      body: appObj(name),
+    });
+  const get = async (name: string) =>
+    (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: tableNs,
+      plural: APP_PLURAL,
+      name,
+    })) as App;
+  try {
+    await r.start();
+    await create('before');
+    await waitFor('app visible', async () => !!r.resolve(tableProject, 'before'), WATCH_WAIT_MS);
+
+    const table = new Map<string, ResolvedApp>();
+    const events: string[] = [];
+    const stop = r.watchApps?.({
+      setApp: (a) => {
+        table.set(`${a.projectId}/${a.appName}`, a);
+        events.push(`set ${a.appName}`);
+      },
+      removeApp: (p, a) => {
+        table.delete(`${p}/${a}`);
+        events.push(`remove ${a}`);
+      },
+    });
+    // The snapshot: reported before watchApps returned.
+    expect(table.get(`${tableProject}/before`)).toEqual(r.resolve(tableProject, 'before'));
+    expect(table.get(`${tableProject}/before`)).toMatchObject({ ready: false, gracePeriodSeconds: 60 });
+
+    // Appears.
+    await create('later');
+    await waitFor('new app reported', async () => table.has(`${tableProject}/later`), WATCH_WAIT_MS);
+
+    // Turns ready; then its functions are learnt in the background and reported too.
+    const later = await get('later');
+    await custom.replaceNamespacedCustomObjectStatus({
+      group: GROUP,
+      version: VERSION,
+      namespace: tableNs,
+      plural: APP_PLURAL,
+      name: 'later',
+      body: {
+        ...later,
+        status: {
+          conditions: [
+            { type: 'Ready', status: 'True', reason: 'Ready', lastTransitionTime: new Date().toISOString() },
+          ],
+        },
+      },
+    });
+    await waitFor(
+      'readiness reported',
+      async () => table.get(`${tableProject}/later`)?.ready === true,
+      WATCH_WAIT_MS,
+    );
+    await waitFor(
+      'functions reported',
+      async () => table.get(`${tableProject}/later`)?.functions?.[0] === 'echo',
+      WATCH_WAIT_MS,
+    );
+
+    // A setting changes.
+    const again = await get('later');
+    await custom.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: tableNs,
+      plural: APP_PLURAL,
+      name: 'later',
+      body: { ...again, spec: { ...again.spec, responseGracePeriodSeconds: 300 } },
+    });
+    await waitFor(
+      'setting reported',
+      async () => table.get(`${tableProject}/later`)?.gracePeriodSeconds === 300,
+      WATCH_WAIT_MS,
+    );
+    expect(table.get(`${tableProject}/later`)).toEqual(r.resolve(tableProject, 'later'));
+
+    // Goes away.
+    await custom.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: tableNs,
+      plural: APP_PLURAL,
+      name: 'later',
+    });
+    await waitFor('removal reported', async () => !table.has(`${tableProject}/later`), WATCH_WAIT_MS);
+
+    // The namespace stops being the project's: its apps go away with it.
+    const nsObj = await core.readNamespace({ name: tableNs });
+    await core.replaceNamespace({
+      name: tableNs,
+      body: { ...nsObj, metadata: { ...nsObj.metadata, labels: {} } },
+    });
+    await waitFor(
+      'project loss reported',
+      async () => ![...table.values()].some((a) => a.projectId === tableProject),
+      WATCH_WAIT_MS,
+    );
+    expect(events).toContain('remove before');
+
+    // Once stopped, nothing more is reported.
+    stop?.();
+    const seen = events.length;
+    await core.replaceNamespace({
+      name: tableNs,
+      body: {
+        ...(await core.readNamespace({ name: tableNs })),
+        metadata: {
+          ...nsObj.metadata,
+          resourceVersion: undefined,
+          labels: { [PROJECT_LABEL]: tableProject },
+        },
+      },
+    });
+    await waitFor('relabel seen', async () => !!r.resolve(tableProject, 'before'), WATCH_WAIT_MS);
+    expect(events.length).toBe(seen);
+  } finally {
+    await r.stop();
+    await fns.close();
+    await core.deleteNamespace({ name: tableNs }).catch(() => undefined);
   }
 });

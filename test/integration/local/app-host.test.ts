@@ -10,9 +10,12 @@ import { parseAppConfig } from '../../../src/apis/v1alpha1/app-config.ts';
 import { appFromConfig } from '../../../src/apis/v1alpha1/app-config-mapping.ts';
 import { type AppHost, createAppHost } from '../../../src/local/app-host.ts';
 import type { LocalApp } from '../../../src/local/app-manifests.ts';
+import { createLocalResolver } from '../../../src/local/resolver.ts';
 import { nodeSpawner, trackingSpawner } from '../../../src/local/spawner.ts';
 import { createSupervisor } from '../../../src/local/supervisor.ts';
+import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
+import { waitFor } from '../../harness/process.ts';
 import { PYTHON } from '../gateway/helpers.ts';
 
 let root: string;
@@ -117,5 +120,76 @@ describe('local app versions (app host)', () => {
     expect(await host.remove('greeter')).toBe(true);
     expect(host.endpoint('greeter')).toBeUndefined();
     expect(await host.remove('greeter')).toBe(false);
+  });
+});
+
+describe('the local resolver’s app table (watchApps) over the app host', () => {
+  it('reports each app as it is made known, serves (with its functions), moves to a new version and is removed', async () => {
+    const own = createAppHost({
+      supervisor: createSupervisor({ spawner, log: silentLogger(), output: () => {} }),
+      python: PYTHON,
+      env: { ...process.env },
+      log: silentLogger(),
+      settings: { drainDelayMs: 200, readyTimeoutMs: 60_000 },
+    });
+    const resolver = createLocalResolver({
+      projectId: 'local',
+      endpoint: (name) => own.endpoint(name),
+      replicas: own,
+      domains: { appForHost: async () => undefined },
+    });
+    // The gateway's balancer watches the same host's replicas, as in `apphost dev`.
+    const routed = new Map<string, number>();
+    resolver.watchReplicas?.({
+      setReplicas: (_p, a, list) => routed.set(a, list.length),
+      setStartFailure: () => {},
+    });
+    try {
+      const v1 = version('tabled', 'def run():\n    return "v1"\n');
+      own.reserve(version('before', 'def run():\n    return "b"\n'));
+      const table = new Map<string, ResolvedApp>();
+      const removed: string[] = [];
+      const stop = resolver.watchApps?.({
+        setApp: (a) => table.set(a.appName, a),
+        removeApp: (p, a) => {
+          expect(p).toBe('local');
+          table.delete(a);
+          removed.push(a);
+        },
+      });
+      // The snapshot, before watchApps returned: a reserved app, not ready.
+      expect(table.get('before')).toMatchObject({ projectId: 'local', appName: 'before', ready: false });
+
+      own.reserve(v1);
+      expect(table.get('tabled')).toMatchObject({ ready: false, runtime: 'cortex', gracePeriodSeconds: 5 });
+      expect(await own.rollout(v1)).toEqual({ ok: true });
+      const port1 = own.endpoint('tabled')?.port;
+      expect(table.get('tabled')).toMatchObject({ ready: true, upstream: `http://127.0.0.1:${port1}` });
+      // Its functions are listed in the background and reported once known.
+      await waitFor('functions reported', async () => table.get('tabled')?.functions?.[0] === 'run', 10_000);
+      expect(table.get('tabled')).toEqual(await resolver.resolve('local', 'tabled'));
+
+      const v2 = version('tabled', 'def run():\n    return "v2"\n\ndef extra():\n    return 1\n');
+      expect(await own.rollout(v2)).toEqual({ ok: true });
+      const port2 = own.endpoint('tabled')?.port;
+      expect(port2).not.toBe(port1);
+      expect(table.get('tabled')?.upstream).toBe(`http://127.0.0.1:${port2}`);
+      await waitFor(
+        'new functions reported',
+        async () => table.get('tabled')?.functions?.includes('extra') === true,
+        10_000,
+      );
+      expect(routed.get('tabled')).toBe(1);
+
+      expect(await own.remove('tabled')).toBe(true);
+      expect(table.has('tabled')).toBe(false);
+      expect(removed).toEqual(['tabled']);
+
+      stop?.();
+      own.reserve(version('after', 'def run():\n    return "a"\n'));
+      expect(table.has('after')).toBe(false);
+    } finally {
+      await own.stopAll();
+    }
   });
 });
