@@ -30,6 +30,7 @@ class CallState implements GatewayState {
   app?: ResolvedApp;
   viaDomain?: boolean;
   webhookHost?: string;
+  queueDeadline?: number;
   readonly #root: Logger;
   #log: Logger | undefined;
 

@@ -19,6 +19,8 @@ export interface GatewayState extends EdgeState {
   viaDomain?: boolean;
   /** Host of the call's webhookEndpoint, when it has one (for the sync-call record). */
   webhookHost?: string;
+  /** A handed-off call's queue deadline (epoch ms), kept from the data plane's queue (AppCall.deadline). */
+  queueDeadline?: number;
 }
 
 export type GatewayContext = CallContext;

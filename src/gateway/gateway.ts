@@ -27,6 +27,7 @@ import { createAppCaller } from './balancer/caller.ts';
 import { createObservedBalancer } from './balancer/metrics.ts';
 import { CallContext } from './call-context.ts';
 import type { GatewayState } from './context.ts';
+import { HANDED_OFF, type HandedOffRequest } from './dataplane/handed-off.ts';
 import { type PrepareDeps, prepareRun } from './handlers/prepare.ts';
 import { type RunAsyncDeps, runAsync } from './handlers/run-async.ts';
 import { type RunSyncDeps, runSync } from './handlers/run-sync.ts';
@@ -242,9 +243,20 @@ export function createGateway(deps: GatewayDeps): Gateway {
   };
 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    // A call the native data plane handed over (dataplane/handoff.ts) keeps the data plane's id, start
+    // and queue deadline. They come as one symbol-keyed field of the request, read once here: on the
+    // usual call that is one property load that misses, with no new argument, closure, header lookup
+    // or second entry point, and `callback()` keeps its (req, res) shape for every server that uses it.
+    // Only this process's code can set a symbol-keyed field; a caller's header cannot.
+    const handedOff = (req as HandedOffRequest)[HANDED_OFF];
     // Every answer carries the call's id; the gateway's ids are run ids, never the caller's.
-    const id = randomUUID();
-    const ctx = new CallContext(req, res, { requestId: id, now: clock.now(), log });
+    const id = handedOff ? handedOff.requestId : randomUUID();
+    const ctx = new CallContext(req, res, {
+      requestId: id,
+      now: handedOff ? handedOff.startedAt : clock.now(),
+      log,
+    });
+    if (handedOff?.deadline !== undefined) ctx.state.queueDeadline = handedOff.deadline;
     res.setHeader('X-Request-Id', id);
     if (draining) {
       ctx.set('Connection', 'close');

@@ -136,6 +136,8 @@ export function createAppCaller(deps: AppCallerDeps): AppCaller {
     const { value: res, lease } = await placeCall(pool, balancer.settings, attempt, {
       ...(call.signal ? { signal: call.signal } : {}),
       ...(first ? { first } : {}),
+      // A handed-off call's deadline: its waits in the queue are at the head, bounded by it.
+      ...(call.deadline !== undefined ? { deadline: call.deadline } : {}),
     });
     return taken(res, lease);
   };

@@ -37,11 +37,17 @@ export async function placeCall<T>(
     'capacityBlockMs' | 'unreachableBlockMs' | 'maxRetries' | 'queueTimeoutMs' | 'retryAfterSeconds'
   >,
   attempt: (lease: Lease) => Promise<Attempt<T>>,
-  opts: { signal?: CallSignal; now?: () => number; first?: Lease } = {},
+  opts: {
+    signal?: CallSignal;
+    now?: () => number;
+    first?: Lease;
+    /** Epoch ms: the call waits at the head of the queue up to this, from its first try (AppCall.deadline). */
+    deadline?: number;
+  } = {},
 ): Promise<{ value: T; lease: Lease }> {
   const now = opts.now ?? Date.now;
   let retries = 0;
-  let deadline: number | undefined;
+  let deadline: number | undefined = opts.deadline;
   let last: { refused: Refusal; detail?: string } | undefined;
   let first = opts.first;
   for (;;) {

@@ -81,6 +81,7 @@ export async function runSync(ctx: GatewayContext, run: PreparedRun, deps: RunSy
       headersTimeoutMs: deps.settings.syncTimeoutMs,
       bodyTimeoutMs: deps.settings.streamIdleTimeoutMs,
       wholeUpTo: SMALL_RESPONSE_BYTES,
+      deadline: ctx.state.queueDeadline,
     });
   } catch (err) {
     if (err instanceof ApiError && !abort.aborted) {

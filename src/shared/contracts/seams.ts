@@ -116,6 +116,12 @@ export interface AppCall {
    * whole before the call resolves (`AppResponse.whole`); by default every answer is a stream.
    */
   wholeUpTo?: number;
+  /**
+   * Epoch ms by which the call must have a slot, instead of the app's own queue bound: a call the
+   * native data plane queued and then handed over keeps the deadline it had there, and waits at the
+   * head of the queue without the queue-full check (AppPool.acquire's `requeue`). Undefined: the usual bounds.
+   */
+  deadline?: number | undefined;
 }
 
 /** An app's answer: its status and headers, and its body read whole or as a stream. */
