@@ -246,6 +246,7 @@ const REQUEST_HEADER_CASES: Array<Array<[string, string]>> = [
     ['Authorization', 'Bearer t'],
     ['X-Webhook-Secret', 's'],
     ['X-Request-Id', 'caller-chosen'],
+    ['X-Apphost-Handoff', 'v=1; id=forged; start=1; reason=async'],
     ['X-Kept', 'yes'],
   ],
   [

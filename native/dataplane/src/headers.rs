@@ -43,7 +43,7 @@ const KEPT_ONCE: [&str; 18] = [
 ];
 
 /// Hop-by-hop and proxy-owned request headers never forwarded (upstream.ts `DROP_REQUEST`).
-const DROP_REQUEST: [&str; 15] = [
+const DROP_REQUEST: [&str; 16] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -59,6 +59,7 @@ const DROP_REQUEST: [&str; 15] = [
     "authorization",
     "x-webhook-secret",
     "x-request-id",
+    "x-apphost-handoff",
 ];
 
 /// Response headers the gateway sets itself or that describe the upstream hop only (`DROP_RESPONSE`).

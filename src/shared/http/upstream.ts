@@ -8,7 +8,16 @@ import type { Dispatcher } from 'undici';
 import type { CallSignal } from '../contracts/seams.ts';
 import { ApiError, ErrorCode } from '../errors.ts';
 
-/** Hop-by-hop and proxy-owned request headers never forwarded (RFC 9110 §7.6.1, plus our own secrets). */
+/**
+ * The native data plane's hand-off marker (docs/design/native-data-plane.md §3): honoured only on the
+ * hand-off socket (src/gateway/dataplane/handoff.ts), and never forwarded to an app from either data plane.
+ */
+export const HANDOFF_HEADER = 'x-apphost-handoff';
+
+/**
+ * Hop-by-hop and proxy-owned request headers never forwarded (RFC 9110 §7.6.1, plus our own secrets
+ * and the hand-off marker).
+ */
 const DROP_REQUEST = new Set([
   'connection',
   'keep-alive',
@@ -25,6 +34,7 @@ const DROP_REQUEST = new Set([
   'authorization',
   'x-webhook-secret',
   'x-request-id',
+  HANDOFF_HEADER,
 ]);
 
 /** Response headers the gateway sets itself or that describe the upstream hop only. */
