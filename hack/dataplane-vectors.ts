@@ -8,19 +8,28 @@
  *   node hack/dataplane-vectors.ts --check   exit 1, naming each file that differs from what the rules give now
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { type IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { type IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { Registry } from 'prom-client';
 import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
+import { notConnected, refusalOf } from '../src/gateway/balancer/caller.ts';
 import { ConcurrencyMeter } from '../src/gateway/balancer/meter.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
 import { gaveUp, placeCall, Refusal } from '../src/gateway/balancer/place.ts';
 import { AppPool, type Lease, type PoolSettings } from '../src/gateway/balancer/pool.ts';
 import { checkCortexBody, isPlainJsonObject, MAX_JSON_DEPTH } from '../src/gateway/body.ts';
+import { CallContext } from '../src/gateway/call-context.ts';
 import { DATAPLANE_MAX_FRAME_BYTES } from '../src/gateway/dataplane/protocol.ts';
+import { createGateway } from '../src/gateway/gateway.ts';
+import { SMALL_RESPONSE_BYTES } from '../src/gateway/handlers/run-sync.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
+import { customDomain } from '../src/gateway/middleware/custom-domain.ts';
 import { route } from '../src/gateway/middleware/route.ts';
 import { gatewayUnavailable, HandoffFailure, shuttingDown } from '../src/gateway/refusals.ts';
+import { DEFAULT_GATEWAY_SETTINGS } from '../src/gateway/settings.ts';
 import {
   BODIES_PASSED_ON_BYTES,
   mutatedBodies,
@@ -29,7 +38,9 @@ import {
 } from '../src/gateway/testing/body-corpus.ts';
 import { FRAME_CASES, readCase } from '../src/gateway/testing/frame-cases.ts';
 import { cachedRunTokenVerifier, type RememberedToken } from '../src/gateway/token-cache.ts';
+import { normalizeHost } from '../src/local/resolver.ts';
 import { createSyncCallLimiter } from '../src/runs/sync-calls.ts';
+import type { AppResponse } from '../src/shared/contracts/seams.ts';
 import { ApiError } from '../src/shared/errors.ts';
 import { type AccessLogContext, logAccess } from '../src/shared/http/access-log.ts';
 import {
@@ -38,8 +49,14 @@ import {
   forwardResponseHeaders,
   upstreamError,
 } from '../src/shared/http/upstream.ts';
+import { readsWhole } from '../src/shared/http/upstream-dispatch.ts';
 import { createLogger } from '../src/shared/log.ts';
 import type { RunTokenClaims } from '../src/shared/run-tokens.ts';
+
+/** undici's own parse of an answer's head (latin1 values, a repeated name an array), as the gateway gets it. */
+const { parseHeaders } = createRequire(import.meta.url)('undici/lib/core/util.js') as {
+  parseHeaders(raw: Buffer[]): IncomingHttpHeaders;
+};
 
 const DIR = join(import.meta.dirname, '..', 'native', 'dataplane', 'tests', 'vectors');
 
@@ -1164,6 +1181,442 @@ function accessLevels() {
   }));
 }
 
+// --- the upstream hop's failures: undici's code → 502/504 and whether it is retried elsewhere ---------
+
+/**
+ * The codes undici gives for a failed call (its own UND_ERR_* and the socket's errno names), each as
+ * `upstreamError` answers it and whether the balancer retries it on another replica (`notConnected`:
+ * nothing reached the app). native/dataplane/src/upstream_failure.rs maps io and hyper errors to them.
+ */
+const UPSTREAM_CODES = [
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EADDRNOTAVAIL',
+  'UND_ERR_SOCKET',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_HEADERS_OVERFLOW',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+  'HPE_INVALID_CONSTANT',
+  '',
+];
+
+function upstreamFailureCases() {
+  return UPSTREAM_CODES.map((code) => {
+    // '': a failure without a code or a name, which undici's fallback calls 'error'.
+    const err = upstreamError(code ? Object.assign(new Error('x'), { code }) : {});
+    return { code, ...wire(err), retried: notConnected(err) ?? null };
+  });
+}
+
+// --- X-Apphost-Refused: the runtime's refusal, as the gateway reads it -------------------------------
+
+/** Answers as undici parses them (parseHeaders: latin1 values, a repeated name an array), and refusalOf's answer. */
+function refusedCases() {
+  const heads: Array<[number, Array<[string, string]>]> = [];
+  const values = [
+    'at_capacity',
+    'shutting_down',
+    'AT_CAPACITY',
+    'Shutting_Down',
+    ' at_capacity ',
+    '\tat_capacity\t',
+    '\u00a0at_capacity',
+    'at_capacity\u000b',
+    'at_capacity\u000c',
+    'at_capacity\u0085',
+    'at_capacity,x',
+    'at capacity',
+    'at-capacity',
+    'at_capacityy',
+    '',
+    'unreachable',
+    'at_capac\u00cdty',
+  ];
+  for (const status of [429, 503, 200, 500])
+    for (const v of values) heads.push([status, [['X-Apphost-Refused', v]]]);
+  for (const status of [429, 503]) {
+    heads.push([status, []]);
+    heads.push([
+      status,
+      [
+        ['x-apphost-refused', 'at_capacity'],
+        ['X-Apphost-Refused', 'shutting_down'],
+      ],
+    ]);
+    heads.push([
+      status,
+      [
+        ['X-Apphost-Refused', 'shutting_down'],
+        ['x-apphost-refused', 'at_capacity'],
+      ],
+    ]);
+    heads.push([
+      status,
+      [
+        ['X-Apphost-Refused', 'nope'],
+        ['X-Apphost-Refused', 'at_capacity'],
+      ],
+    ]);
+    heads.push([status, [['X-Apphost-Refused-By', 'at_capacity']]]);
+  }
+  return heads.map(([status, raw]) => {
+    const headers = parseHeaders(
+      raw.flatMap(([n, v]) => [Buffer.from(n, 'latin1'), Buffer.from(v, 'latin1')]),
+    );
+    return { status, in: raw, refused: refusalOf({ statusCode: status, headers }) ?? null };
+  });
+}
+
+// --- custom domains: the Host header's name, as the gateway looks it up ------------------------------
+
+const HOST_CASES: Array<string | null> = [
+  null,
+  '',
+  'api.example.com',
+  'API.Example.COM',
+  'api.example.com:8080',
+  'api.example.com:',
+  'api.example.com.',
+  'api.example.com.:443',
+  'api.example.com..',
+  ':80',
+  'a:b:c',
+  'localhost',
+  '127.0.0.1',
+  '127.0.0.1:3000',
+  '[::1]',
+  '[::1]:8080',
+  '[2001:DB8::1]:443',
+  '[::1',
+  '[]',
+  '[junk]',
+  'host name',
+  'a b:80',
+  'bücher.example',
+  'BÜCHER.example',
+  'xn--bcher-kva.example',
+  'under_score.example',
+  'a..b',
+  '.',
+  '-a-.example',
+  'a%41.example',
+  'a/b',
+  'a@b.example',
+  'ex\u00e4mple.com:80',
+];
+
+function hostCases() {
+  return HOST_CASES.map((host) => {
+    const req = new IncomingMessage(null as unknown as Socket);
+    if (host !== null) req.headers.host = host;
+    const ctx = new CallContext(req, new ServerResponse(req), { requestId: 'r', now: 0, log: quietLog });
+    let lookup: string | null = null;
+    customDomain(ctx, {
+      resolveHost: (h: string) => {
+        lookup = h;
+        return undefined;
+      },
+    } as unknown as Parameters<typeof customDomain>[1]);
+    // The resolvers' table key: local mode's normalizeHost (the cluster's resolveHost lower-cases and
+    // drops one trailing dot, the same for every host the data plane looks up itself).
+    return { host, hostname: ctx.hostname, lookup, key: lookup === null ? null : normalizeHost(lookup) };
+  });
+}
+
+// --- answers: what the gateway sends for an app's answer, and while it drains -------------------------
+
+const quietLog = {
+  child: () => quietLog,
+  info() {},
+  warn() {},
+  error() {},
+  debug() {},
+  trace() {},
+  fatal() {},
+} as unknown as Parameters<typeof createGateway>[0]['log'];
+
+/** The gateway's real handler with every I/O seam faked; `answer` is what the app answers. */
+function vectorGateway(answer: { current?: AppResponse }) {
+  const sub = { unsubscribe() {}, closed: new Promise(() => {}) };
+  return createGateway({
+    resolver: {
+      resolve: (projectId: string, appName: string) => ({
+        projectId,
+        appName,
+        runtime: 'custom',
+        upstream: 'http://app',
+        ready: true,
+        gracePeriodSeconds: 30,
+      }),
+      resolveHost: () => undefined,
+    } as unknown as Parameters<typeof createGateway>[0]['resolver'],
+    verifyRunToken: (() => ({ projectId: 'acme' })) as unknown as Parameters<
+      typeof createGateway
+    >[0]['verifyRunToken'],
+    nc: { info: {}, options: {}, subscribe: () => sub, isClosed: () => false } as unknown as Parameters<
+      typeof createGateway
+    >[0]['nc'],
+    secretBox: {} as Parameters<typeof createGateway>[0]['secretBox'],
+    log: quietLog,
+    registry: new Registry(),
+    settings: { ...DEFAULT_GATEWAY_SETTINGS, retryAfterSeconds: 7 },
+    callApp: (async () => answer.current) as unknown as Parameters<typeof createGateway>[0]['callApp'],
+  });
+}
+
+/** One call through the handler: the head node writes (status line and header lines) and the body. */
+async function throughGateway(gateway: ReturnType<typeof createGateway>) {
+  const req = new IncomingMessage(null as unknown as Socket);
+  req.method = 'POST';
+  req.url = '/v4/acme/hello/fn';
+  req.httpVersionMajor = 1;
+  req.httpVersionMinor = 1;
+  req.headers = { authorization: 'Bearer t', 'content-length': '0' };
+  req.push(null);
+  const res = new ServerResponse(req);
+  res.sendDate = false;
+  const state = res as unknown as { _header: string | null; outputData: Array<{ data: string | Buffer }> };
+  gateway.callback()(req, res);
+  for (let k = 0; k < 50 && !res.writableEnded; k++) await settle();
+  const head = (state._header ?? '').split('\r\n').filter(Boolean);
+  const raw = Buffer.concat(
+    state.outputData.map((d) => (typeof d.data === 'string' ? Buffer.from(d.data, 'latin1') : d.data)),
+  );
+  const body = raw.subarray(raw.indexOf('\r\n\r\n') + 4);
+  const status = Number((head[0] ?? '').split(' ')[1]);
+  const requestId = res.getHeader('x-request-id');
+  const headers = head.slice(1).map((line) => {
+    const i = line.indexOf(': ');
+    const name = line.slice(0, i);
+    // The request id is random per call: the vectors name it.
+    const value =
+      name.toLowerCase() === 'x-request-id' && line.slice(i + 2) === requestId ? '<id>' : line.slice(i + 2);
+    return [name, value];
+  });
+  return { status, headers, body: body.toString('latin1') };
+}
+
+/** An app's answers: status, head lines, body bytes, and whether it comes with a Content-Length. */
+const ANSWER_CASES: Array<{ status: number; head: Array<[string, string]>; body: string }> = [
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', '2'],
+    ],
+    body: '{}',
+  },
+  { status: 200, head: [['Content-Length', '5']], body: 'hello' },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', ''],
+      ['Content-Length', '2'],
+    ],
+    body: 'hi',
+  },
+  { status: 200, head: [['Transfer-Encoding', 'chunked']], body: 'streamed' },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Transfer-Encoding', 'chunked'],
+    ],
+    body: 'x',
+  },
+  {
+    status: 201,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', '0'],
+    ],
+    body: '',
+  },
+  {
+    status: 204,
+    head: [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', '0'],
+    ],
+    body: '',
+  },
+  { status: 204, head: [], body: '' },
+  {
+    status: 205,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['X-Kept', '1'],
+    ],
+    body: '',
+  },
+  {
+    status: 304,
+    head: [
+      ['ETag', '"1"'],
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', '10'],
+    ],
+    body: '',
+  },
+  { status: 200, head: [['Content-Type', 'text/event-stream']], body: 'data: 1\n\n' },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'Text/Event-Stream; charset=latin1'],
+      ['Cache-Control', 'max-age=5'],
+      ['X-A', '1'],
+    ],
+    body: 'data: 1\n\n',
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/event-stream'],
+      ['Content-Length', '9'],
+    ],
+    body: 'data: 1\n\n',
+  },
+  { status: 200, head: [['Content-Type', 'text/event-streams']], body: 'x' },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', String(64 * 1024)],
+    ],
+    body: 'a'.repeat(64 * 1024),
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', String(64 * 1024 + 1)],
+    ],
+    body: 'a'.repeat(64 * 1024 + 1),
+  },
+  { status: 200, head: [['Content-Length', String(64 * 1024 + 1)]], body: 'a'.repeat(64 * 1024 + 1) },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', '+2'],
+    ],
+    body: 'ab',
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Length', '02'],
+    ],
+    body: 'ab',
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Type', 'text/html'],
+      ['Set-Cookie', 'a=1'],
+      ['Set-Cookie', 'b=2'],
+      ['X-Multi', 'a'],
+      ['x-multi', 'b'],
+      ['Content-Length', '2'],
+    ],
+    body: 'ok',
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/event-stream'],
+      ['Content-Type', 'text/plain'],
+    ],
+    body: 'data: x\n\n',
+  },
+  {
+    status: 200,
+    head: [
+      ['Content-Type', 'text/plain'],
+      ['Content-Type', 'text/event-stream'],
+      ['Content-Length', '2'],
+    ],
+    body: 'ok',
+  },
+  {
+    status: 200,
+    head: [
+      ['Connection', 'keep-alive, X-Hop'],
+      ['Keep-Alive', 'timeout=5'],
+      ['X-Hop', '1'],
+      ['X-Request-Id', 'app-chosen'],
+      ['Content-Length', '2'],
+      ['X-End', 'e'],
+    ],
+    body: 'ok',
+  },
+  {
+    status: 404,
+    head: [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', '2'],
+    ],
+    body: '{}',
+  },
+  {
+    status: 500,
+    head: [
+      ['Retry-After', '3'],
+      ['Content-Length', '1'],
+    ],
+    body: 'x',
+  },
+  {
+    status: 200,
+    head: [
+      ['X-Latin', 'caf\u00e9'],
+      ['Content-Length', '1'],
+    ],
+    body: 'x',
+  },
+];
+
+async function answerCases() {
+  const answer: { current?: AppResponse } = {};
+  const gateway = vectorGateway(answer);
+  const out = [];
+  for (const c of ANSWER_CASES) {
+    const headers = parseHeaders(
+      c.head.flatMap(([n, v]) => [Buffer.from(n, 'latin1'), Buffer.from(v, 'latin1')]),
+    );
+    const bytes = Buffer.from(c.body, 'latin1');
+    // As the balancer's caller: read whole under SMALL_RESPONSE_BYTES by its Content-Length, else a stream.
+    const whole = readsWhole(headers, SMALL_RESPONSE_BYTES);
+    answer.current = whole
+      ? { statusCode: c.status, headers, whole: bytes }
+      : { statusCode: c.status, headers, body: Readable.from(bytes.length > 0 ? [bytes] : []) };
+    const sent = await throughGateway(gateway);
+    const big = c.body.length > 1000;
+    out.push({
+      status: c.status,
+      head: c.head,
+      body: big ? { repeat: c.body[0], times: c.body.length } : c.body,
+      whole,
+      sent: { ...sent, body: big ? { repeat: sent.body[0], times: sent.body.length } : sent.body },
+    });
+  }
+  await gateway.drain();
+  const drain = await throughGateway(gateway);
+  await gateway.close();
+  return { answers: out, drain: { retryAfterSeconds: 7, sent: drain } };
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -1210,6 +1663,10 @@ const files: Record<string, unknown> = {
     const lines = accessLines('info', inputs);
     return { levels: accessLevels(), cases: inputs.map((i, k) => ({ in: i, line: lines[k] })) };
   })(),
+  'upstream-failures.json': { cases: upstreamFailureCases() },
+  'refused.json': { cases: refusedCases() },
+  'hostname.json': { cases: hostCases() },
+  'answers.json': { cases: [await answerCases()] },
 };
 
 /** One case a line, so a rule change shows in the diff as the cases it changed. */

@@ -3,10 +3,12 @@
 //! 4: run.rs, server.rs, handoff.rs), and the pure modules of step 2, held to the gateway's vectors.
 
 pub mod access_log;
+pub mod answer;
 pub mod auth;
 pub mod body;
 pub mod channel;
 pub mod config;
+pub mod domain;
 pub mod error;
 pub mod errors;
 pub mod frame;
@@ -19,11 +21,13 @@ pub mod place;
 pub mod pool;
 pub mod query;
 pub mod records;
+pub mod refused;
 pub mod route;
 pub mod run;
 pub mod server;
 pub mod state;
 pub mod tokens;
+pub mod upstream_failure;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets
 /// APPHOST_DATAPLANE_BUILD to the git commit; a developer's build says `dev`.
