@@ -13,10 +13,11 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { Registry } from 'prom-client';
+import { AggregatorRegistry, Registry } from 'prom-client';
 import { DEFAULT_BALANCER_SETTINGS, poolSettingsFor } from '../src/gateway/balancer/balancer.ts';
 import { notConnected, refusalOf } from '../src/gateway/balancer/caller.ts';
 import { ConcurrencyMeter } from '../src/gateway/balancer/meter.ts';
+import { createBalancerMetrics } from '../src/gateway/balancer/metrics.ts';
 import { nextUnblock, pickReplica, type ReplicaLoad } from '../src/gateway/balancer/pick.ts';
 import { gaveUp, placeCall, Refusal } from '../src/gateway/balancer/place.ts';
 import { AppPool, type Lease, type PoolSettings } from '../src/gateway/balancer/pool.ts';
@@ -25,6 +26,7 @@ import { CallContext } from '../src/gateway/call-context.ts';
 import { DATAPLANE_MAX_FRAME_BYTES } from '../src/gateway/dataplane/protocol.ts';
 import { createGateway } from '../src/gateway/gateway.ts';
 import { SMALL_RESPONSE_BYTES } from '../src/gateway/handlers/run-sync.ts';
+import { createGatewayMetrics } from '../src/gateway/metrics.ts';
 import { authorize } from '../src/gateway/middleware/auth.ts';
 import { customDomain } from '../src/gateway/middleware/custom-domain.ts';
 import { route } from '../src/gateway/middleware/route.ts';
@@ -1617,6 +1619,142 @@ async function answerCases() {
   return { answers: out, drain: { retryAfterSeconds: 7, sent: drain } };
 }
 
+// --- metrics: the data plane's series as prom-client JSON, merged with Node's by aggregate -------------
+
+/** The series the data plane owns (design §5); the rest of Node's registry stays Node's. */
+const DATA_PLANE_SERIES = new Set([
+  'apphost_gateway_requests_total',
+  'apphost_gateway_request_duration_seconds',
+  'apphost_gateway_sync_records_skipped_total',
+  'apphost_gateway_inflight_requests',
+  'apphost_gateway_app_inflight_calls',
+  'apphost_gateway_app_queued_calls',
+  'apphost_gateway_capacity_rejections_total',
+  'apphost_gateway_replica_refusals_total',
+]);
+
+type MetricStep =
+  | { op: 'call'; project: string; app: string; mode: 'sync' | 'stream'; status: number; seconds: number }
+  | { op: 'rejected'; project: string; app: string; code: string }
+  | { op: 'refused'; project: string; app: string; reason: string }
+  | { op: 'skipped'; reason: 'rate' }
+  | {
+      op: 'scrape';
+      inflight: number;
+      apps: Array<{ project: string; app: string; inflight: number; queued: number }>;
+    };
+
+/** A Node registry with the gateway's and the balancer's metrics, driven by steps. */
+function nodeMetrics() {
+  const registry = new Registry();
+  let inflight = 0;
+  let stats: Array<{ projectId: string; appName: string; inflight: number; queued: number; ready: number }> =
+    [];
+  const m = createGatewayMetrics(registry, { inflight: () => inflight });
+  const b = createBalancerMetrics(registry);
+  b.observe({ stats: () => stats } as never);
+  return {
+    registry,
+    async step(s: MetricStep) {
+      if (s.op === 'call') m.call(s.project, s.app, s.mode, s.status, s.seconds);
+      else if (s.op === 'rejected') b.events(s.project, s.app).rejected?.(s.code);
+      else if (s.op === 'refused') b.events(s.project, s.app).refused?.(s.reason);
+      else if (s.op === 'skipped') m.syncRecordSkipped(s.reason);
+      else {
+        inflight = s.inflight;
+        stats = s.apps.map((a) => ({
+          projectId: a.project,
+          appName: a.app,
+          inflight: a.inflight,
+          queued: a.queued,
+          ready: 1,
+        }));
+        return await registry.getMetricsAsJSON();
+      }
+      return undefined;
+    },
+  };
+}
+
+function metricSteps(seed: number, n: number): MetricStep[] {
+  const rand = seededRandom(seed);
+  const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)] as T;
+  const apps = [
+    ['acme', 'hello'],
+    ['acme', 'web'],
+    ['zed', 'api'],
+    ['', ''],
+  ] as const;
+  // Each bucket's bound and just over it, and beyond the last.
+  const bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+  const seconds = [0, 1e-9, ...bounds, ...bounds.map((b) => b * 1.0001), 1000];
+  const steps: MetricStep[] = [];
+  for (let k = 0; k < n; k++) {
+    // A scrape every 50 steps (the vectors stay small), with the pools' gauges of some apps.
+    if (k % 50 === 49) {
+      steps.push({
+        op: 'scrape',
+        inflight: rand(50),
+        apps: apps
+          .filter(([p]) => p && rand(3))
+          .map(([p, a]) => ({ project: p, app: a, inflight: rand(9), queued: rand(4) })),
+      });
+      continue;
+    }
+    const [project, app] = pick(apps);
+    const r = rand(20);
+    if (r < 13)
+      steps.push({
+        op: 'call',
+        project,
+        app,
+        mode: pick(['sync', 'stream'] as const),
+        status: pick([200, 201, 204, 400, 404, 499, 502, 503, 504]),
+        seconds: rand(2) ? pick(seconds) : rand(1_000_000) / 1000,
+      });
+    else if (r < 16 && project)
+      steps.push({ op: 'rejected', project, app, code: pick(['queue_full', 'queue_timeout']) });
+    else if (r < 19 && project)
+      steps.push({
+        op: 'refused',
+        project,
+        app,
+        reason: pick(['at_capacity', 'shutting_down', 'unreachable']),
+      });
+    else steps.push({ op: 'skipped', reason: 'rate' });
+  }
+  steps.push({ op: 'scrape', inflight: 0, apps: [] });
+  return steps;
+}
+
+/**
+ * Node's own registry (its calls: hand-offs, async) and a second registry counting what the data plane
+ * counted: at each scrape, the second's JSON restricted to the data plane's series (what Rust must
+ * render) and the text of `AggregatorRegistry.aggregate([node, dataPlane])` (what /metrics shows).
+ */
+async function metricCases() {
+  const node = nodeMetrics();
+  for (const s of metricSteps(0x40de, 60)) await node.step(s);
+  const nodeJson = await node.registry.getMetricsAsJSON();
+  const runs = [];
+  for (const seed of [0x3e7a, 0x3e7b]) {
+    const dp = nodeMetrics();
+    const steps = [];
+    for (const s of metricSteps(seed, 150)) {
+      const json = await dp.step(s);
+      if (!json) steps.push(s);
+      else {
+        // A copy: prom-client's JSON holds its live value objects, which later steps change.
+        const own = JSON.parse(JSON.stringify(json.filter((m) => DATA_PLANE_SERIES.has(m.name))));
+        const text = await AggregatorRegistry.aggregate([nodeJson, own]).metrics();
+        steps.push({ ...s, json: own, text });
+      }
+    }
+    runs.push({ seed, steps });
+  }
+  return { node: nodeJson, runs };
+}
+
 // --- write or check --------------------------------------------------------------------------------
 
 const files: Record<string, unknown> = {
@@ -1658,6 +1796,10 @@ const files: Record<string, unknown> = {
       ...(c.layer ? { layer: c.layer } : {}),
     })),
   },
+  'metrics.json': await (async () => {
+    const { node, runs } = await metricCases();
+    return { node, cases: runs };
+  })(),
   'access-log.json': (() => {
     const inputs = accessCases();
     const lines = accessLines('info', inputs);

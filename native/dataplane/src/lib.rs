@@ -16,6 +16,7 @@ pub mod handoff;
 pub mod headers;
 pub mod message;
 pub mod meter;
+pub mod metrics;
 pub mod pick;
 pub mod place;
 pub mod pool;

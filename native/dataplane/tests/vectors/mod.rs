@@ -3,8 +3,13 @@
 
 use serde_json::Value;
 
+/// A vector file's path.
+pub fn path(name: &str) -> String {
+    format!("{}/tests/vectors/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
 pub fn load(name: &str) -> Value {
-    let path = format!("{}/tests/vectors/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
