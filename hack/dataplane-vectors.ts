@@ -766,7 +766,8 @@ type PoolEvent =
   | { at: number; op: 'refuse'; call: number; blockMs: number }
   | { at: number; op: 'replicas'; ids: string[] }
   | { at: number; op: 'failure'; failed: boolean }
-  | { at: number; op: 'configure'; settings: PoolSettings };
+  | { at: number; op: 'configure'; settings: PoolSettings }
+  | { at: number; op: 'snapshot'; concurrency?: number };
 
 /** The data plane's hand-off of a held call (not a pool outcome: the generator's abort reason). */
 class HandedOff {
@@ -870,7 +871,8 @@ async function poolRun(seed: number) {
         replicaIds = ['r1', 'r2', 'r3', 'r4'].filter(() => rand(3) !== 0);
         if (rand(6) === 0) replicaIds = [];
         ev = { at, op: 'replicas', ids: replicaIds };
-      } else if (r < 92) ev = { at, op: 'failure', failed: rand(2) === 0 };
+      } else if (r < 90) ev = { at, op: 'failure', failed: rand(2) === 0 };
+      else if (r < 93) ev = { at, op: 'snapshot' };
       else if (r < 95) {
         settings = randomSettings();
         ev = { at, op: 'configure', settings };
@@ -914,6 +916,10 @@ async function poolRun(seed: number) {
           break;
         case 'configure':
           pool.configure(ev.settings);
+          break;
+        case 'snapshot':
+          // The load report's read: calls in flight plus waiting, averaged over time since the last.
+          ev.concurrency = pool.snapshot().concurrency;
           break;
       }
       await settle();

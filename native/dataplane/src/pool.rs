@@ -21,6 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::errors::{ApiError, Detail};
+use crate::meter::ConcurrencyMeter;
 use crate::pick::{PoolSettings, ReplicaLoad, next_unblock, pick_replica};
 
 /// A call, as its caller names it.
@@ -75,6 +76,8 @@ pub struct Pool {
     /// The look again once a blocked replica with room unblocks: due time and creation order.
     unblock: Option<(i64, u64)>,
     seq: u64,
+    /// Calls in flight plus waiting, averaged over time between reads (the load report's concurrency).
+    meter: ConcurrencyMeter,
     /// Calls refused by replicas (runtime backstop, shutting down, connection refused).
     pub refusals: u64,
 }
@@ -84,7 +87,7 @@ fn lookup<'a>(list: &'a mut [Replica], id: &str) -> Option<&'a mut Replica> {
 }
 
 impl Pool {
-    pub fn new(app: &str, settings: PoolSettings) -> Self {
+    pub fn new(app: &str, settings: PoolSettings, now: i64) -> Self {
         Pool {
             app: app.to_owned(),
             s: settings,
@@ -95,6 +98,7 @@ impl Pool {
             rr: 0,
             unblock: None,
             seq: 0,
+            meter: ConcurrencyMeter::new(now),
             refusals: 0,
         }
     }
@@ -106,7 +110,9 @@ impl Pool {
     /// New limits (the App changed); a larger capacity lets waiting calls through at once.
     pub fn configure(&mut self, settings: PoolSettings, now: i64) -> Vec<Outcome> {
         self.s = settings;
-        self.dispatch(now)
+        let out = self.dispatch(now);
+        self.level_changed(now);
+        out
     }
 
     /// The ready replicas `(id, url)`, replacing the previous set. Calls in flight on a removed replica
@@ -137,16 +143,19 @@ impl Pool {
             });
         }
         self.retired.extend(old.into_iter().filter(|r| r.inflight > 0));
-        if !self.replicas.is_empty() {
-            return self.dispatch(now);
-        }
-        self.queue
-            .drain(..)
-            .map(|w| Outcome::HandOff {
-                call: w.call,
-                deadline: Some(w.deadline),
-            })
-            .collect()
+        let out = if !self.replicas.is_empty() {
+            self.dispatch(now)
+        } else {
+            self.queue
+                .drain(..)
+                .map(|w| Outcome::HandOff {
+                    call: w.call,
+                    deadline: Some(w.deadline),
+                })
+                .collect()
+        };
+        self.level_changed(now);
+        out
     }
 
     /// A call wants a slot: granted at once, refused at once (`queue_full`), handed off (no ready
@@ -159,6 +168,7 @@ impl Pool {
             None
         };
         if placed.is_some() {
+            self.level_changed(now);
             return placed;
         }
         if self.replicas.is_empty() {
@@ -195,6 +205,7 @@ impl Pool {
         } else {
             self.queue.push_back(w);
         }
+        self.level_changed(now);
         self.schedule_unblock(now);
         None
     }
@@ -205,7 +216,9 @@ impl Pool {
         if self.free(call, None).is_none() {
             return Vec::new();
         }
-        self.dispatch(now)
+        let out = self.dispatch(now);
+        self.level_changed(now);
+        out
     }
 
     /// The replica refused the call without running it: the slot is free and the replica skipped for
@@ -215,18 +228,26 @@ impl Pool {
             return Vec::new();
         }
         self.refusals += 1;
-        self.dispatch(now)
+        let out = self.dispatch(now);
+        self.level_changed(now);
+        out
     }
 
     /// The caller went away while waiting: true when it was in the queue (and has left it).
-    pub fn cancel(&mut self, call: CallId) -> bool {
+    pub fn cancel(&mut self, call: CallId, now: i64) -> bool {
         match self.queue.iter().position(|w| w.call == call) {
             Some(i) => {
                 self.queue.remove(i);
+                self.level_changed(now);
                 true
             }
             None => false,
         }
+    }
+
+    /// The average of calls in flight plus waiting since the previous read (`snapshot().concurrency`).
+    pub fn concurrency(&mut self, now: i64) -> f64 {
+        self.meter.take(now)
     }
 
     /// When `advance` has something to do next (a deadline, or a blocked replica's end).
@@ -249,6 +270,7 @@ impl Pool {
                     out.extend(self.dispatch(due).into_iter().map(|o| (due, o)));
                 }
             }
+            self.level_changed(due);
         }
         out
     }
@@ -264,6 +286,10 @@ impl Pool {
             .iter()
             .map(|r| (r.id.as_str(), r.inflight))
             .collect()
+    }
+
+    fn level_changed(&mut self, now: i64) {
+        self.meter.set(now, (self.leases.len() + self.queue.len()) as u32);
     }
 
     /// The earliest timer: (due, creation order, the waiter's index or None for the unblock).

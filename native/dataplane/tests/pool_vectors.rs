@@ -86,7 +86,11 @@ fn every_trace_ends_as_it_ends_in_typescript() {
     assert!(runs.len() >= 60);
     for run in runs {
         let seed = &run["seed"];
-        let mut pool = Pool::new("acme/hello", settings(&run["settings"]));
+        let mut pool = Pool::new(
+            "acme/hello",
+            settings(&run["settings"]),
+            run["start"].as_i64().unwrap(),
+        );
         let want: Vec<Value> = run["outcomes"].as_array().unwrap().iter().map(expected).collect();
         let want = sorted_handoffs(want);
         let mut got = Vec::new();
@@ -102,7 +106,7 @@ fn every_trace_ends_as_it_ends_in_typescript() {
                 "release" => pool.release(call, at),
                 "refuse" => pool.refuse(call, ev["blockMs"].as_u64().unwrap(), at),
                 "cancel" => {
-                    if pool.cancel(call) {
+                    if pool.cancel(call, at) {
                         got.push(json!({ "call": call, "at": at, "cancelled": true }));
                     }
                     vec![]
@@ -125,6 +129,16 @@ fn every_trace_ends_as_it_ends_in_typescript() {
                 // which the data plane hands off whatever it is.
                 "failure" => vec![],
                 "configure" => pool.configure(settings(&ev["settings"]), at),
+                "snapshot" => {
+                    let c = pool.concurrency(at);
+                    // To the bit (JSON writes a whole average without a fraction: compared as f64).
+                    assert_eq!(
+                        Some(c.to_bits()),
+                        ev["concurrency"].as_f64().map(f64::to_bits),
+                        "the average concurrency at event {k} ({ev}) of run {seed}"
+                    );
+                    vec![]
+                }
                 other => panic!("an event this build does not know: {other}"),
             };
             got.extend(outs.iter().map(|o| outcome(at, o)));
