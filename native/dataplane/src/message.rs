@@ -17,6 +17,10 @@ use crate::frame;
 /// image, so a mismatch means a broken build and is refused, never negotiated (fail closed).
 pub const PROTOCOL_VERSION: u64 = 1;
 
+/// The largest integer a frame carries: `Number.MAX_SAFE_INTEGER`, the last one Node reads and writes
+/// exactly. A larger one is `frame_malformed` on both sides (protocol.ts refuses it too).
+pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// Data plane → Node, the first frame: its protocol and build, which Node checks before anything.

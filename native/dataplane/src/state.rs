@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::error::ProtocolError;
-use crate::message::{self, StateKind};
+use crate::message::{self, MAX_SAFE_INTEGER, StateKind};
 use crate::pick::PoolSettings;
 use crate::tokens::{self, Token, TokenTable};
 
@@ -144,10 +144,17 @@ fn string(obj: &Map<String, Value>, path: &str, name: &str) -> Result<String, Pr
     }
 }
 
+/// A non-negative integer Node writes exactly (at most [`MAX_SAFE_INTEGER`]).
 fn uint(obj: &Map<String, Value>, path: &str, name: &str) -> Result<u64, ProtocolError> {
     field(obj, path, name)?
         .as_u64()
-        .ok_or_else(|| malformed(format!("{} is not a non-negative integer", at(path, name))))
+        .filter(|&n| n <= MAX_SAFE_INTEGER)
+        .ok_or_else(|| {
+            malformed(format!(
+                "{} is not an integer in [0, {MAX_SAFE_INTEGER}]",
+                at(path, name)
+            ))
+        })
 }
 
 fn uint32(obj: &Map<String, Value>, path: &str, name: &str) -> Result<u32, ProtocolError> {
@@ -862,6 +869,14 @@ mod tests {
         with(&|v| v["gen"] = json!(1), "\"gen\"");
         with(&|v| v["seq"] = json!(-1), "\"seq\"");
         with(&|v| v["seq"] = json!(1.5), "\"seq\"");
+        with(
+            &|v| v["tokens"][0]["until"] = json!(MAX_SAFE_INTEGER + 1),
+            "snapshot.tokens[0].until",
+        );
+        with(
+            &|v| v["apps"][0]["pool"]["maxQueue"] = json!(u64::MAX),
+            "snapshot.apps[0].pool.maxQueue",
+        );
         with(&|v| v["apps"] = json!({}), "snapshot.apps");
         with(&|v| v["apps"][0] = json!("x"), "snapshot.apps[0]");
         with(
@@ -985,6 +1000,9 @@ mod tests {
         }
         // An extra field is ignored; null where null is allowed is taken.
         assert!(parse(&snap()).is_ok());
+        let mut v = snap();
+        v["tokens"][0]["until"] = json!(MAX_SAFE_INTEGER);
+        assert!(parse(&v).is_ok(), "2^53 - 1 is exact in Node");
         let mut v = snap();
         v["apps"][0]["functions"] = json!(null);
         assert_eq!(
