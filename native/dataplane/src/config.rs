@@ -243,7 +243,13 @@ fn string(obj: &Map<String, Value>, at: &str, field: &str) -> Result<String, Pro
 fn uint(obj: &Map<String, Value>, at: &str, field: &str) -> Result<u64, ProtocolError> {
     obj.get(field)
         .and_then(Value::as_u64)
-        .ok_or_else(|| malformed(format!("{at} has no non-negative integer field {field:?}")))
+        .filter(|&n| n <= crate::message::MAX_SAFE_INTEGER)
+        .ok_or_else(|| {
+            malformed(format!(
+                "{at} has no integer field {field:?} in [0, {}]",
+                crate::message::MAX_SAFE_INTEGER
+            ))
+        })
 }
 
 fn number(obj: &Map<String, Value>, at: &str, field: &str) -> Result<f64, ProtocolError> {

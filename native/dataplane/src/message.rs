@@ -276,7 +276,8 @@ fn string(obj: &Map<String, Value>, field: &str) -> Result<String, ProtocolError
 fn uint(obj: &Map<String, Value>, field: &str) -> Result<u64, ProtocolError> {
     obj.get(field)
         .and_then(Value::as_u64)
-        .ok_or_else(|| malformed(format!("no non-negative integer field {field:?}")))
+        .filter(|&n| n <= MAX_SAFE_INTEGER)
+        .ok_or_else(|| malformed(format!("no integer field {field:?} in [0, {MAX_SAFE_INTEGER}]")))
 }
 
 #[cfg(test)]

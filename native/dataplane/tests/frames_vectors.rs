@@ -1,11 +1,14 @@
-//! The state frames (`snapshot`, `app`, `replicas`, `failure`, `domain`, `token`) of
-//! tests/vectors/frames.json, written by hack/dataplane-vectors.ts from the Node side's protocol.ts
-//! (cases in src/gateway/testing/frame-cases.ts): every one Node's reader reads is typed by state.rs to
-//! the same fields (extra ones dropped), and every `layer: "state"` case, which message.rs takes, is
-//! refused by state.rs as `frame_malformed`.
+//! The control channel against Node's reader: tests/vectors/frames.json, written by
+//! hack/dataplane-vectors.ts from src/gateway/dataplane/protocol.ts (cases in
+//! src/gateway/testing/frame-cases.ts). Each case is the bytes on the channel, then its end, read by the
+//! side `at` names; Rust reads them as that side would — frame.rs's codec, message.rs's messages, the
+//! direction (a message the reader's peer never sends is `unexpected_message`) and, for the data plane,
+//! state.rs's typing of the state frames — and must read the same messages (extra fields dropped) and
+//! stop at the same error code.
 
 mod vectors;
 
+use apphost_dataplane::error::ProtocolError;
 use apphost_dataplane::frame::FrameDecoder;
 use apphost_dataplane::message::Message;
 use apphost_dataplane::state::{self, StateFrame};
@@ -74,43 +77,72 @@ fn to_json(f: &StateFrame) -> Value {
     v
 }
 
-#[test]
-fn state_frames_read_as_node_reads_them() {
-    let v = vectors::load("frames.json");
-    let (mut typed, mut refused) = (0, 0);
-    for case in v["cases"].as_array().expect("cases") {
-        if case["at"] != "dataplane" {
-            continue;
+/// Numbers equal as numbers (serde writes 10.0 where JSON.stringify writes 10), the rest exactly.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
+        _ => a == b,
+    }
+}
+
+/// One message as the reader at `at` takes it, as JSON without `v`.
+fn read(payload: &[u8], at: &str) -> Result<Value, ProtocolError> {
+    let m = Message::from_payload(payload)?;
+    if m.from_node() != (at == "dataplane") {
+        return Err(ProtocolError::UnexpectedMessage {
+            type_name: m.type_name().to_owned(),
+        });
+    }
+    let mut v = match &m {
+        Message::State(f) if at == "dataplane" => to_json(&StateFrame::from_message(f)?),
+        _ => serde_json::from_slice(&m.to_payload()).unwrap(),
+    };
+    v.as_object_mut().unwrap().remove("v");
+    Ok(v)
+}
+
+#[test]
+fn every_case_reads_as_node_s_reader_reads_it() {
+    let v = vectors::load("frames.json");
+    let cases = v["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 70);
+    let mut state_refusals = 0;
+    for case in cases {
         let name = case["name"].as_str().unwrap();
+        let at = case["at"].as_str().unwrap();
         let mut d = FrameDecoder::new();
         d.push(&hex_bytes(case["hex"].as_str().unwrap()));
-        let want = case["messages"].as_array().unwrap();
-        let mut k = 0;
-        while let Ok(Some(payload)) = d.next_frame() {
-            let Ok(Message::State(f)) = Message::from_payload(&payload) else {
-                k += 1;
-                continue;
-            };
-            match StateFrame::from_message(&f) {
-                Ok(frame) => {
-                    assert!(
-                        case["layer"] != "state",
-                        "{name}: state.rs took a frame Node refuses"
-                    );
-                    let mut expected = want[k].clone();
-                    expected.as_object_mut().unwrap().remove("v");
-                    assert_eq!(to_json(&frame), expected, "{name}");
-                    typed += 1;
-                }
-                Err(e) => {
-                    assert_eq!(case["layer"], "state", "{name}: {e}");
-                    assert_eq!(e.code(), case["error"].as_str().unwrap(), "{name}");
-                    refused += 1;
-                }
+        let mut got = Vec::new();
+        let error = loop {
+            match d.next_frame() {
+                Ok(Some(payload)) => match read(&payload, at) {
+                    Ok(m) => got.push(m),
+                    Err(e) => break Some(e),
+                },
+                Ok(None) => break d.finish().err(),
+                Err(e) => break Some(e),
             }
-            k += 1;
+        };
+        if error.is_some() && case["layer"] == "state" {
+            state_refusals += 1;
         }
+        let want = case["messages"].as_array().unwrap();
+        assert!(
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| same(g, w)),
+            "{name} ({at}): read\n {got:?}\nwant\n {want:?}"
+        );
+        assert_eq!(
+            error.as_ref().map(ProtocolError::code),
+            case["error"].as_str(),
+            "{name} ({at}): {error:?}"
+        );
     }
-    assert!(typed >= 10 && refused >= 10, "{typed} typed, {refused} refused");
+    // state.rs refused every case marked for it (message.rs took them).
+    let marked = cases.iter().filter(|c| c["layer"] == "state").count();
+    assert!(marked >= 10);
+    assert_eq!(state_refusals, marked);
 }
