@@ -310,7 +310,7 @@ mod tests {
         let msgs = [
             Message::hello(),
             Message::Ping { id: 0 },
-            Message::Pong { id: u64::MAX },
+            Message::Pong { id: MAX_SAFE_INTEGER },
             Message::Hello {
                 protocol: 1,
                 build: "é\"\n".to_owned(),
@@ -479,6 +479,8 @@ mod tests {
             b"{\"v\":1,\"id\":1}",
             b"{\"v\":1,\"type\":\"ping\"}",
             b"{\"v\":1,\"type\":\"ping\",\"id\":1.5}",
+            // Over Number.MAX_SAFE_INTEGER: Node cannot have written it.
+            b"{\"v\":1,\"type\":\"ping\",\"id\":9007199254740992}",
             b"{\"v\":1,\"type\":\"hello\",\"protocol\":1}",
         ] {
             let err = Message::from_payload(payload).unwrap_err();
