@@ -1,5 +1,19 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { formatHandoffMarker, HANDOFF_REASONS, type HandoffMarker, parseHandoffMarker } from './handoff.ts';
+import { silentLogger } from '../../shared/log.ts';
+import {
+  formatHandoffMarker,
+  HANDOFF_REASONS,
+  type HandoffMarker,
+  parseHandoffMarker,
+  serveHandoff,
+} from './handoff.ts';
 
 const ID = '0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d';
 
@@ -59,5 +73,85 @@ describe('parseHandoffMarker', () => {
     expect(r.error?.problem).toBe('reason');
     expect(r.error?.message.length).toBeLessThan(300);
     expect(r.error?.message).not.toContain('\u0007');
+  });
+});
+
+describe('serveHandoff: the socket file', () => {
+  const dir = () => mkdtempSync(join(tmpdir(), 'apphost-handoff-unit-'));
+  const serve = (path: string) =>
+    serveHandoff({
+      path,
+      callback: (_req, res) => res.end('served'),
+      log: silentLogger(),
+      registry: new Registry(),
+    });
+  const get = (path: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest({ socketPath: path, path: '/', method: 'GET' }, (res) => {
+        let body = '';
+        res.on('data', (c) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  it('replaces a socket file a dead process left, and removes its own on close', async () => {
+    const path = join(dir(), 'handoff.sock');
+    // A process that bound the socket and died: the file stays, nothing answers on it.
+    execFileSync('python3', [
+      '-c',
+      `import socket; socket.socket(socket.AF_UNIX).bind(${JSON.stringify(path)})`,
+    ]);
+    expect(lstatSync(path).isSocket()).toBe(true);
+    const h = await serve(path);
+    expect((await get(path)).status).toBe(400); // no marker: refused, but it is this server answering
+    await h.close();
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it('refuses a path another server listens on, or one that is not a socket, and leaves them alone', async () => {
+    const live = join(dir(), 'live.sock');
+    const other = createNetServer((s) => s.end());
+    await new Promise<void>((r) => other.listen(live, r));
+    try {
+      await expect(serve(live)).rejects.toThrow(/another server is listening/);
+      expect(lstatSync(live).isSocket()).toBe(true);
+    } finally {
+      await new Promise<void>((r) => other.close(() => r()));
+    }
+    const file = join(dir(), 'file.sock');
+    writeFileSync(file, 'keep me');
+    await expect(serve(file)).rejects.toThrow(/not a socket/);
+    expect(readFileSync(file, 'utf8')).toBe('keep me');
+  });
+
+  it('close() waits for a call in flight up to its bound, then cuts it', async () => {
+    const path = join(dir(), 'handoff.sock');
+    const h = await serveHandoff({
+      path,
+      callback: () => {}, // never answers
+      log: silentLogger(),
+      registry: new Registry(),
+      closeTimeoutMs: 300,
+    });
+    const marker = formatHandoffMarker({ requestId: ID, startedAt: Date.now(), reason: 'not_served' });
+    const inflight = new Promise<string>((resolve) => {
+      const req = httpRequest(
+        { socketPath: path, path: '/', method: 'POST', headers: { 'x-apphost-handoff': marker } },
+        () => resolve('answered'),
+      );
+      req.on('error', (err) => resolve((err as NodeJS.ErrnoException).code ?? 'error'));
+      req.end('{}');
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    await h.close();
+    const took = Date.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(250);
+    expect(took).toBeLessThan(1_500);
+    expect(await inflight).toBe('ECONNRESET');
   });
 });

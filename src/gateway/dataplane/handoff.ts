@@ -45,6 +45,12 @@ export const HANDOFF_MARKER_VERSION = 1;
 export const HANDOFF_STALE_CHECK_TIMEOUT_MS = 1_000;
 /** Default bound on `close()` waiting for handed-off calls in flight; then their connections are cut. */
 export const HANDOFF_CLOSE_TIMEOUT_MS = 5_000;
+/**
+ * How long the server keeps an idle connection of the data plane's pool: longer than the data plane
+ * keeps one (HANDOFF_POOL_IDLE_MS in native/dataplane/src/handoff.rs, 4 s), so that the data plane, not
+ * Node, retires it, and never sends a request on a connection Node is closing.
+ */
+export const HANDOFF_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 export interface HandoffMarker extends HandedOffCall {
   reason: HandoffReason;
@@ -235,6 +241,7 @@ export async function serveHandoff(opts: HandoffServerOptions): Promise<HandoffS
     callback(req, res);
   });
 
+  server.keepAliveTimeout = HANDOFF_KEEP_ALIVE_TIMEOUT_MS;
   await clearStaleSocket(path);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
