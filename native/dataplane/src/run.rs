@@ -6,6 +6,7 @@
 //!    snapshot that answers it; a new `gen`'s snapshot sends `ready` again);
 //! 4. `drain{handover}`, then `drain{drain}` → the server's drain, up to `drainTimeoutMs`, then `drained`;
 //!    the end of the channel (Node gone) or SIGTERM → the same drain, without `drained`. Then exit 0.
+//!    SIGINT is ignored: Node, in the same process group, decides.
 //!
 //! A protocol error ends the run at once (exit 3): Node respawns the child.
 
@@ -108,6 +109,10 @@ where
     let mut rx = FrameReader::new(r);
     let mut tx = FrameWriter::new(w);
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| Fatal::Channel(e.into()))?;
+    // SIGINT is Node's to act on: a Ctrl-C in a terminal (`apphost dev`) reaches the whole process group,
+    // and Node then drives the drain over the channel, or its end drains us. Taken and never acted on,
+    // so it no longer kills the child mid-call.
+    let _sigint = signal(SignalKind::interrupt()).map_err(|e| Fatal::Channel(e.into()))?;
     tx.send(&Message::hello()).await?;
 
     // 1. config, then the first snapshot.

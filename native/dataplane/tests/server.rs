@@ -196,7 +196,11 @@ fn snapshot(generation: &str, seq: u64) -> Value {
 impl Plane {
     /// The binary, through hello, config, the first snapshot and ready.
     async fn start(socket: &Path, tweak: impl FnOnce(&mut Config)) -> Plane {
-        let (child, ours) = support::spawn();
+        Plane::start_with_env(socket, &[], tweak).await
+    }
+
+    async fn start_with_env(socket: &Path, env: &[(&str, &str)], tweak: impl FnOnce(&mut Config)) -> Plane {
+        let (child, ours) = support::spawn_with_env(env);
         ours.set_nonblocking(true).unwrap();
         let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
         let mut plane = Plane {
@@ -334,6 +338,13 @@ async fn every_call_goes_to_node_whole_with_the_marker_and_comes_back_unchanged(
     let mut node = node().await;
     let mut plane = Plane::start(&node.socket, |_| {}).await;
     plane.sync(1).await;
+    let threads = std::fs::read_dir(format!("/proc/{}/task", plane.child.id()))
+        .unwrap()
+        .count();
+    assert_eq!(
+        threads, 1,
+        "the default runtime is current_thread, on the main thread"
+    );
     let mut c = caller(plane.port).await;
     let mut ids = Vec::new();
     for round in 0..2 {
@@ -752,4 +763,83 @@ async fn the_drain_waits_no_longer_than_its_bound() {
         "{took:?}"
     );
     assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn with_two_threads_it_serves_the_same() {
+    let mut node = node().await;
+    let plane = Plane::start_with_env(
+        &node.socket,
+        &[("APPHOST_GATEWAY_DATA_PLANE_THREADS", "2")],
+        |_| {},
+    )
+    .await;
+    let mut c = caller(plane.port).await;
+    let res = call(&mut c, "POST", "/x", &[], "two").await;
+    assert_eq!(res.status(), 201);
+    assert_eq!(body_of(res).await, "node:two");
+    assert!(seen(&mut node).await.headers.contains_key("x-apphost-handoff"));
+    // The multi-thread runtime: the main thread and two workers (current_thread would be one thread).
+    let threads = std::fs::read_dir(format!("/proc/{}/task", plane.child.id()))
+        .unwrap()
+        .count();
+    assert!(threads >= 3, "{threads} threads");
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_bad_thread_count_is_refused_with_exit_2() {
+    for bad in ["0", "65", "two"] {
+        let (child, _ours) = support::spawn_with_env(&[("APPHOST_GATEWAY_DATA_PLANE_THREADS", bad)]);
+        let out = tokio::task::spawn_blocking(move || support::wait(child))
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("APPHOST_GATEWAY_DATA_PLANE_THREADS"),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sigint_is_left_to_node() {
+    let node = node().await;
+    let mut plane = Plane::start(&node.socket, |_| {}).await;
+    // SAFETY: kill with a child's pid and a signal number.
+    assert_eq!(unsafe { libc::kill(plane.child.id() as i32, libc::SIGINT) }, 0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    plane.sync(1).await;
+    let mut c = caller(plane.port).await;
+    assert_eq!(call(&mut c, "POST", "/x", &[], "").await.status(), 201);
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn sigterm_drains_like_the_end_of_the_channel() {
+    let mut node = node().await;
+    let plane = Plane::start(&node.socket, |_| {}).await;
+    let mut busy = caller(plane.port).await;
+    let in_flight =
+        tokio::spawn(async move { body_of(call(&mut busy, "POST", "/slow", &[], "").await).await });
+    seen(&mut node).await;
+    // SAFETY: kill with a child's pid and a signal number.
+    assert_eq!(unsafe { libc::kill(plane.child.id() as i32, libc::SIGTERM) }, 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        TcpStream::connect(("127.0.0.1", plane.port)).await.is_err(),
+        "still accepting after SIGTERM"
+    );
+    node.gate.notify_one();
+    assert_eq!(
+        tokio::time::timeout(WAIT, in_flight).await.unwrap().unwrap(),
+        "slow done"
+    );
+    let out = plane.exit().await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -14,9 +14,15 @@ pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The binary with `ours`' peer on fd 3.
 pub fn spawn() -> (Child, UnixStream) {
+    spawn_with_env(&[])
+}
+
+/// `spawn`, with `env` added to the child's environment.
+pub fn spawn_with_env(env: &[(&str, &str)]) -> (Child, UnixStream) {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let fd = theirs.as_raw_fd();
     let mut cmd = Command::new(BIN);
+    cmd.envs(env.iter().copied());
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: dup2 and fcntl are async-signal-safe; this runs in the forked child before exec. The
     // socketpair's fds are close-on-exec: dup2 makes a copy without the flag, and when the peer already
