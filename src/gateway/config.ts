@@ -3,7 +3,16 @@ import { z } from 'zod';
 import { DEFAULT_RUN_WORKER_SETTINGS, type RunWorkerSettings } from '../runs/settings.ts';
 import { natsReplicas } from '../shared/nats/replicas.ts';
 import { DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, MAX_RUN_TOKEN_LEEWAY_SECONDS } from '../shared/run-tokens.ts';
-import { bool, commonEnv, int, optionalText, port, readEnv, text } from '../shared/settings.ts';
+import {
+  bool,
+  commonEnv,
+  int,
+  optionalText,
+  port,
+  readEnv,
+  SettingsError,
+  text,
+} from '../shared/settings.ts';
 import { type BalancerSettings, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { DEFAULT_GATEWAY_KUBE_SETTINGS, type GatewayKubeSettings } from './kube-settings.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
@@ -26,6 +35,9 @@ export const balancerEnv = {
   APPHOST_LOAD_REPORT_INTERVAL_MS: int(1_000, { min: 100 }),
 };
 const BalancerEnv = z.object(balancerEnv);
+
+/** Upper bound on APPHOST_GATEWAY_DATA_PLANE_THREADS (the data plane's own bound, main.rs MAX_THREADS). */
+export const MAX_DATA_PLANE_THREADS = 64;
 
 /** `APPHOST_GATEWAY_PROCESSES`: a count, or `auto` (one per CPU the process may use). */
 export type ProcessesSetting = 'auto' | number;
@@ -99,6 +111,11 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_WATCH_TIMEOUT_SECONDS: int(K.watchTimeoutSeconds, { min: 1 }),
   APPHOST_GATEWAY_WATCH_IDLE_TIMEOUT_MS: int(K.watchIdleTimeoutMs, { min: 1_000 }),
   APPHOST_GATEWAY_CACHE_SYNC_TIMEOUT_MS: int(K.syncTimeoutMs, { min: 1 }),
+  // The native data plane (docs/design/native-data-plane.md): `native` needs APPHOST_GATEWAY_PROCESSES=1.
+  APPHOST_GATEWAY_DATA_PLANE: z.enum(['node', 'native']).default('node'),
+  APPHOST_GATEWAY_DATA_PLANE_BIN: text('/app/bin/apphost-dataplane'),
+  APPHOST_GATEWAY_DATA_PLANE_DIR: text('/run/apphost'),
+  APPHOST_GATEWAY_DATA_PLANE_THREADS: int(1, { min: 1, max: MAX_DATA_PLANE_THREADS }),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 
@@ -114,7 +131,17 @@ export function gatewayShutdownBoundMs(e: GatewayEnv): number {
 }
 
 export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayEnv {
-  return readEnv('gateway', GatewayEnv, env);
+  const cfg = readEnv('gateway', GatewayEnv, env);
+  // v1 of the native data plane feeds one Node process and hands calls to it (design §1): several
+  // processes, `auto` included (its count depends on the machine), are refused at start.
+  if (cfg.APPHOST_GATEWAY_DATA_PLANE === 'native' && cfg.APPHOST_GATEWAY_PROCESSES !== 1)
+    throw new SettingsError('gateway', [
+      {
+        variable: 'APPHOST_GATEWAY_DATA_PLANE',
+        message: `'native' needs APPHOST_GATEWAY_PROCESSES=1 (set: '${cfg.APPHOST_GATEWAY_PROCESSES}'): one Node process behind the data plane in v1`,
+      },
+    ]);
+  return cfg;
 }
 
 export function gatewaySettings(e: GatewayEnv): GatewaySettings {

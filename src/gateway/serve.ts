@@ -3,6 +3,7 @@
  * ops server and the shutdown sequence. main.ts (cluster) and local/test entrypoints differ only in
  * the AppResolver they pass.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -30,9 +31,12 @@ import {
   gatewayShutdownBoundMs,
   runWorkerSettings,
 } from './config.ts';
+import { createStateFeed, teeReplicas } from './dataplane/feed.ts';
+import { type NativeFront, startNativeFront } from './dataplane/native.ts';
+import type { SpawnDataPlane } from './dataplane/supervise.ts';
 import { createGateway, type Gateway } from './gateway.ts';
 import { type KeySetSource, watchKeySetFile } from './run-token-key-file.ts';
-import { cachedRunTokenVerifier } from './token-cache.ts';
+import { cachedRunTokenVerifier, type RememberedToken } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
 export const NATS_CONNECT_TIMEOUT_MS = 10_000;
@@ -78,6 +82,8 @@ export async function serveGateway(opts: {
   callApp?: AppCaller;
   /** false: no ops server (one of several processes: the primary serves /readyz and /metrics). */
   ops?: boolean;
+  /** Native mode: replaces the data plane's spawn (tests of faults the binary cannot produce). */
+  dataPlane?: { spawn?: SpawnDataPlane };
 }): Promise<GatewayProcess> {
   const { env, resolver, log } = opts;
   const registry = new Registry();
@@ -119,13 +125,29 @@ export async function serveGateway(opts: {
     intervalMs: env.APPHOST_LOAD_REPORT_INTERVAL_MS,
   });
   const balancer = createObservedBalancer(balancerSettings(env), registry, reporter.wake);
+  // Native mode: the state the data plane needs, fed from the resolver, the balancer's replica reports
+  // and the token cache (design §4).
+  const feed =
+    env.APPHOST_GATEWAY_DATA_PLANE === 'native'
+      ? createStateFeed({
+          gen: randomUUID(),
+          balancer: balancerSettings(env),
+          tokenCacheMaxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
+          now: Date.now,
+        })
+      : undefined;
+  const stopAppFeed = feed ? resolver.watchApps?.(feed.apps) : undefined;
   const gateway = createGateway({
-    resolver,
+    resolver: feed ? teeReplicas(resolver, feed.replicas) : resolver,
     verifyRunToken: cachedRunTokenVerifier(
       createRunTokenVerifier(() => keySource.current() ?? NO_KEYS, {
         leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS,
       }),
-      { ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS, maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES },
+      {
+        ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS,
+        maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
+        ...(feed ? { onRemember: (t: RememberedToken) => feed.remember(t) } : {}),
+      },
     ),
     nc,
     natsConnected: nats.connected,
@@ -155,25 +177,38 @@ export async function serveGateway(opts: {
   // answered with Connection: close, so the proxy retires each connection instead of racing our close.
   let handingOver = false;
   const callback = gateway.callback();
-  const server = createServer((req, res) => {
-    if (handingOver) res.setHeader('Connection', 'close');
-    callback(req, res);
-  });
-  // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
-  server.keepAliveTimeout = 65_000;
-  await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
+  // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket.
+  const front = feed
+    ? await startNativeFront({ env, log, registry, callback, feed, ...opts.dataPlane })
+    : undefined;
+  let server: Server;
+  if (front) server = front.server;
+  else {
+    server = createServer((req, res) => {
+      if (handingOver) res.setHeader('Connection', 'close');
+      callback(req, res);
+    });
+    // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
+    server.keepAliveTimeout = 65_000;
+    await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
+  }
   const checks: ReadinessCheck[] = [
     nats.readiness,
     { name: 'run-token keys', check: () => keySource.current() !== undefined },
     { name: 'gateway', check: () => !gateway.draining },
+    ...(front ? [front.check] : []),
   ];
   const ops =
     opts.ops === false ? undefined : await startOpsServer({ port: env.APPHOST_OPS_PORT, registry, checks });
   const port = () => {
+    if (front) return front.port;
     const a = server.address();
     return typeof a === 'object' && a ? a.port : env.APPHOST_GATEWAY_PORT;
   };
-  log.info({ port: port(), opsPort: ops?.port(), worker: !!worker }, 'gateway listening');
+  log.info(
+    { port: port(), opsPort: ops?.port(), worker: !!worker, dataPlane: env.APPHOST_GATEWAY_DATA_PLANE },
+    'gateway listening',
+  );
 
   return {
     gateway,
@@ -187,6 +222,18 @@ export async function serveGateway(opts: {
     shutdownBoundMs: gatewayShutdownBoundMs(env),
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops?.drain() },
+      ...(front ? nativeShutdownSteps(front, gateway, stopAppFeed) : nodeShutdownSteps()),
+      { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
+      { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
+      { name: 'stop load reports', run: async () => reporter.stop() },
+      { name: 'drain nats', run: () => nc.drain() },
+      { name: 'close ops', run: async () => ops?.close() },
+      { name: 'stop run-token key updates', run: () => keySource.stop() },
+    ],
+  };
+
+  function nodeShutdownSteps() {
+    return [
       {
         name: 'hand kept-alive connections back',
         run: async () => {
@@ -206,14 +253,26 @@ export async function serveGateway(opts: {
           server.closeAllConnections();
         },
       },
-      { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
-      { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
-      { name: 'stop load reports', run: async () => reporter.stop() },
-      { name: 'drain nats', run: () => nc.drain() },
-      { name: 'close ops', run: async () => ops?.close() },
-      { name: 'stop run-token key updates', run: () => keySource.stop() },
-    ],
-  };
+    ];
+  }
+}
+
+/**
+ * Design §4's SIGTERM sequence in native mode: the data plane hands its kept-alive connections back
+ * (`drain{handover}`), then drains (`drain{drain}`) while Node drains its own calls, in parallel; the
+ * hand-off socket stays open until the data plane has exited (its calls in flight were handed over).
+ */
+function nativeShutdownSteps(front: NativeFront, gateway: Gateway, stopAppFeed: (() => void) | undefined) {
+  return [
+    { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
+    {
+      name: 'drain data plane and gateway',
+      run: async () => {
+        await Promise.all([front.drain(), gateway.drain()]);
+      },
+    },
+    { name: 'stop the data plane feed', run: async () => stopAppFeed?.() },
+  ];
 }
 
 /** Resolves once `server` has no open connection, or after `boundMs`. */

@@ -1,0 +1,301 @@
+/**
+ * The data plane's supervisor (src/gateway/dataplane/supervise.ts) around the real binary
+ * (`make build-native`): the start handshake, readiness, the exits the design names and the respawn
+ * backoff, the SIGTERM sequence. A fake child only where the binary cannot produce the fault (a hello
+ * of another protocol).
+ */
+import { spawn as spawnProcess } from 'node:child_process';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { Registry } from 'prom-client';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
+import { createStateFeed, type StateFeed } from '../../../src/gateway/dataplane/feed.ts';
+import { type ConfigMessage, frame } from '../../../src/gateway/dataplane/protocol.ts';
+import {
+  DATAPLANE_PONG_TIMEOUT_MS,
+  type DataPlaneChild,
+  type DataPlaneSupervisor,
+  type SpawnDataPlane,
+  spawnDataPlane,
+  superviseDataPlane,
+} from '../../../src/gateway/dataplane/supervise.ts';
+import { createLogger } from '../../../src/shared/log.ts';
+import { freePort, waitFor } from '../../harness/process.ts';
+import { buildDataPlane, noCargo } from './dataplane-binary.ts';
+import { resolvedApp, tempDir } from './helpers.ts';
+
+const skip = noCargo();
+let bin = '';
+beforeAll(() => {
+  if (!skip) bin = buildDataPlane();
+});
+
+/** A child as spawned, with when it started and how it ended. */
+interface Spawned {
+  child: DataPlaneChild;
+  at: number;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+}
+
+interface Harness {
+  sup: DataPlaneSupervisor;
+  feed: StateFeed;
+  registry: Registry;
+  spawned: Spawned[];
+  logs: Array<Record<string, unknown>>;
+  port: number;
+}
+
+const running: DataPlaneSupervisor[] = [];
+afterEach(async () => {
+  for (const sup of running.splice(0)) await sup.drain();
+});
+
+async function start(
+  opts: { spawn?: SpawnDataPlane; drainTimeoutMs?: number; feed?: (f: StateFeed) => StateFeed } = {},
+): Promise<Harness> {
+  const port = await freePort();
+  const config: ConfigMessage = {
+    type: 'config',
+    listen: { host: '127.0.0.1', port },
+    handoffSocket: join(tempDir('apphost-dp-'), 'handoff.sock'),
+    gateway: {
+      maxBodyBytes: 6_291_456,
+      syncTimeoutMs: 60_000,
+      streamIdleTimeoutMs: 30_000,
+      retryAfterSeconds: 1,
+      drainTimeoutMs: opts.drainTimeoutMs ?? 2_000,
+      connectionHandoverMs: 500,
+      coldStartTimeoutMs: 60_000,
+      handoffMarginMs: 5_000,
+      syncRecordsPerAppPerSecond: 1,
+      syncRecordsPerSecond: 100,
+    },
+    balancer: { ...DEFAULT_BALANCER_SETTINGS, routing: 'endpoints' },
+    tokenCacheMaxEntries: 100,
+    loadReportIntervalMs: 1_000,
+    logLevel: 'warn',
+  };
+  const feed = createStateFeed({
+    gen: `gen-${port}`,
+    balancer: DEFAULT_BALANCER_SETTINGS,
+    tokenCacheMaxEntries: 100,
+    now: Date.now,
+  });
+  feed.apps.setApp(resolvedApp('p', 'a', 'http://127.0.0.1:1'));
+  const logs: Array<Record<string, unknown>> = [];
+  const log = createLogger({
+    name: 'test',
+    level: 'debug',
+    destination: new Writable({
+      write(chunk, _enc, cb) {
+        for (const line of String(chunk).split('\n')) if (line) logs.push(JSON.parse(line));
+        cb();
+      },
+    }),
+  });
+  const spawned: Spawned[] = [];
+  const real = opts.spawn ?? spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' });
+  const registry = new Registry();
+  const sup = superviseDataPlane({
+    ...{ feed: opts.feed ? opts.feed(feed) : feed },
+    spawn: () => {
+      const child = real();
+      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>(
+        (resolve) => child.onExit((code, signal) => resolve({ code, signal, at: Date.now() })),
+      );
+      spawned.push({ child, at: Date.now(), exit });
+      return child;
+    },
+    config,
+    log,
+    registry,
+    drainTimeoutMs: config.gateway.drainTimeoutMs,
+  });
+  running.push(sup);
+  sup.start();
+  return { sup, feed, registry, spawned, logs, port };
+}
+
+const whenReady = (h: Harness, timeoutMs = 10_000) =>
+  waitFor('the data plane ready', async () => h.sup.ready(), timeoutMs, 20);
+
+/** Whether something accepts TCP connections on the port. */
+const accepts = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+
+const metric = async (h: Harness, name: string) =>
+  (await h.registry.getSingleMetric(name)?.get())?.values[0]?.value;
+
+describe.skipIf(!!skip)(
+  `the data plane's supervisor, real binary${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    it('hello, config and the snapshot: the child listens on the port and says ready for this gen', async () => {
+      const h = await start();
+      expect(h.sup.ready()).toBe(false);
+      await whenReady(h);
+      expect(await accepts(h.port)).toBe(true);
+      expect(h.logs.find((l) => l.msg === 'data plane started')).toMatchObject({ protocol: 1 });
+      expect(await metric(h, 'apphost_gateway_dataplane_up')).toBe(1);
+      expect(await metric(h, 'apphost_gateway_dataplane_state_seq')).toBe(0);
+      // A delta after the snapshot: seq + 1, applied without a resync (a gap would ask for one).
+      h.feed.apps.setApp(resolvedApp('p', 'b', 'http://127.0.0.1:1'));
+      h.feed.replicas.setReplicas('p', 'b', [{ id: 'r', url: 'http://127.0.0.1:1' }]);
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect(await metric(h, 'apphost_gateway_dataplane_state_seq')).toBe(2);
+      expect(h.logs.filter((l) => l.msg === 'data plane asked for a resync')).toEqual([]);
+      expect(h.sup.ready()).toBe(true);
+      expect(h.spawned).toHaveLength(1);
+    });
+
+    it('not ready while the state is not applied: hello matched, config sent, no snapshot yet', async () => {
+      let release: (() => void) | undefined;
+      const h = await start({
+        feed: (f) => ({
+          ...f,
+          gen: f.gen,
+          get seq() {
+            return f.seq;
+          },
+          connect: (send) => {
+            release = () => f.connect(send);
+          },
+        }),
+      });
+      await waitFor('hello', async () => h.logs.some((l) => l.msg === 'data plane started'), 10_000, 20);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(h.sup.ready()).toBe(false);
+      expect(await accepts(h.port)).toBe(false);
+      release?.();
+      await whenReady(h, 2_000);
+      expect(await accepts(h.port)).toBe(true);
+    });
+
+    it('a frame the binary refuses: it exits 3, the supervisor is unready at once and respawns after 1 s, then 2 s', async () => {
+      const h = await start();
+      await whenReady(h);
+      for (const [k, wantDelay] of [
+        [0, 1_000],
+        [1, 2_000],
+      ] as const) {
+        const s = h.spawned[k] as Spawned;
+        s.child.channel.write(frame(Buffer.from('{"v":2,"type":"ping","id":1}')));
+        const exit = await s.exit;
+        expect(exit.code).toBe(3);
+        expect(h.sup.ready()).toBe(false);
+        expect(await metric(h, 'apphost_gateway_dataplane_up')).toBe(0);
+        await waitFor('a respawn', async () => h.spawned.length === k + 2, wantDelay + 3_000, 20);
+        const delay = (h.spawned[k + 1] as Spawned).at - exit.at;
+        expect(delay).toBeGreaterThanOrEqual(wantDelay - 50);
+        expect(delay).toBeLessThan(wantDelay + 1_000);
+        await whenReady(h);
+      }
+      expect(h.sup.restarts()).toBe(2);
+      expect(await metric(h, 'apphost_gateway_dataplane_restarts_total')).toBe(2);
+      expect(h.logs.filter((l) => l.msg === 'data plane exited').map((l) => l.code)).toEqual([3, 3]);
+    });
+
+    it('SIGKILL of the child: unready at once, the port refuses, and a new child serves after the backoff', async () => {
+      const h = await start();
+      await whenReady(h);
+      const first = h.spawned[0] as Spawned;
+      first.child.kill('SIGKILL');
+      const t0 = Date.now();
+      await waitFor('unready', async () => !h.sup.ready(), 1_000, 5);
+      expect(Date.now() - t0).toBeLessThan(200);
+      expect((await first.exit).signal).toBe('SIGKILL');
+      expect(await accepts(h.port)).toBe(false);
+      await whenReady(h, 5_000);
+      expect(h.spawned).toHaveLength(2);
+      expect(await accepts(h.port)).toBe(true);
+    });
+
+    it('Node closing the channel: the child exits 0 and is started again', async () => {
+      const h = await start();
+      await whenReady(h);
+      h.sup.closeChannel();
+      expect(h.sup.ready()).toBe(false);
+      expect((await (h.spawned[0] as Spawned).exit).code).toBe(0);
+      await whenReady(h, 5_000);
+      expect(h.spawned).toHaveLength(2);
+    });
+
+    it('a child that stops answering pings (SIGSTOP) is unready past the pong bound, and ready again when it answers', async () => {
+      const h = await start();
+      await whenReady(h);
+      const { pid } = (h.spawned[0] as Spawned).child;
+      process.kill(pid as number, 'SIGSTOP');
+      try {
+        const t0 = Date.now();
+        await waitFor('unready', async () => !h.sup.ready(), DATAPLANE_PONG_TIMEOUT_MS + 2_000, 20);
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(DATAPLANE_PONG_TIMEOUT_MS - 600);
+      } finally {
+        process.kill(pid as number, 'SIGCONT');
+      }
+      await whenReady(h, 3_000);
+      expect(h.spawned).toHaveLength(1);
+    });
+
+    it('SIGTERM sequence: drain{handover} closes the port, drain{drain} ends with drained and exit 0, no respawn', async () => {
+      const h = await start();
+      await whenReady(h);
+      h.sup.handover();
+      await waitFor('the listener closed', async () => !(await accepts(h.port)), 2_000, 20);
+      const t0 = Date.now();
+      await h.sup.drain();
+      const exit = await (h.spawned[0] as Spawned).exit;
+      expect(exit.code).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(2_000);
+      expect(h.logs.find((l) => l.msg === 'data plane exited')).toMatchObject({ code: 0, drained: true });
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(h.spawned).toHaveLength(1);
+      expect(h.sup.ready()).toBe(false);
+    });
+
+    it('a hello of another protocol (a fake child): both builds logged, the child killed, unready, respawned with backoff', async () => {
+      // The binary always speaks its own protocol: a child that says hello with protocol 2, then waits.
+      const script = `
+      const s = new (require('node:net').Socket)({ fd: 3 });
+      const p = Buffer.from(JSON.stringify({ v: 1, type: 'hello', protocol: 2, build: 'future-build' }));
+      const f = Buffer.alloc(4); f.writeUInt32BE(p.length);
+      s.write(Buffer.concat([f, p]));
+      setInterval(() => {}, 1000);`;
+      const fake: SpawnDataPlane = () => {
+        const child = spawnProcess(process.execPath, ['-e', script], {
+          stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
+        });
+        const cbs: Array<(c: number | null, s: NodeJS.Signals | null) => void> = [];
+        child.once('close', (c, s) => {
+          for (const cb of cbs) cb(c, s);
+        });
+        return {
+          pid: child.pid,
+          channel: child.stdio[3] as DataPlaneChild['channel'],
+          kill: (sig) => child.kill(sig),
+          onExit: (cb) => cbs.push(cb),
+        };
+      };
+      const h = await start({ spawn: fake });
+      const exit = await (h.spawned[0] as Spawned).exit;
+      expect(exit.signal).toBe('SIGKILL');
+      expect(h.sup.ready()).toBe(false);
+      const skew = h.logs.find((l) => l.code === 'version_mismatch');
+      expect(skew).toMatchObject({
+        dataPlane: { protocol: 2, build: 'future-build' },
+        gateway: { protocol: 1 },
+      });
+      await waitFor('a respawn', async () => h.spawned.length === 2, 3_000, 20);
+      expect((h.spawned[1] as Spawned).at - exit.at).toBeGreaterThanOrEqual(950);
+      expect(h.sup.ready()).toBe(false);
+    });
+  },
+);
