@@ -1,0 +1,144 @@
+/**
+ * The gateway process in native mode (APPHOST_GATEWAY_DATA_PLANE=native) as main.ts builds it (entry.ts:
+ * a static resolver), with the real data plane binary, real NATS and the real runtime: the data plane
+ * owns the port and hands every call to Node (step 4), /readyz includes the data plane, a killed data
+ * plane makes the pod unready until its respawn, SIGTERM drains both and exits 0. Node mode is what
+ * every other gateway suite runs.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { freePort, waitFor } from '../../harness/process.ts';
+import { buildDataPlane, noCargo } from './dataplane-binary.ts';
+import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
+
+const P = 'proj-native';
+const START_TIMEOUT_MS = 60_000;
+const skip = noCargo();
+
+describe.skipIf(!!skip)(
+  `the gateway with APPHOST_GATEWAY_DATA_PLANE=native${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    const dir = tempDir('apphost-native-');
+    let nats: NatsServer;
+    let runtime: Runtime;
+    let child: ChildProcess;
+    let port: number;
+    let opsPort: number;
+    let token: string;
+    const logFile = join(dir, 'gateway.log');
+
+    beforeAll(async () => {
+      const bin = buildDataPlane();
+      [nats, runtime, port, opsPort] = await Promise.all([
+        startNats(),
+        startRuntime(),
+        freePort(),
+        freePort(),
+      ]);
+      const keys = { keys: [await generateSigningKey()] };
+      const keysFile = join(dir, 'run-token-keys.json');
+      writeFileSync(keysFile, JSON.stringify(keys));
+      token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
+      child = spawn(process.execPath, [join(REPO_ROOT, 'test/integration/gateway/entry.ts')], {
+        env: {
+          ...process.env,
+          NATS_URL: nats.url,
+          APPHOST_LOG_LEVEL: 'info',
+          APPHOST_OPS_PORT: String(opsPort),
+          APPHOST_GATEWAY_PORT: String(port),
+          APPHOST_GATEWAY_HOST: '127.0.0.1',
+          APPHOST_PLATFORM_KEY: 'native-test-platform-key-0123',
+          APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
+          APPHOST_GATEWAY_DATA_PLANE: 'native',
+          APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
+          APPHOST_GATEWAY_DATA_PLANE_DIR: dir,
+          APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '3000',
+          APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: '300',
+          APPHOST_RUN_STOP_TIMEOUT_MS: '3000',
+          APPHOST_TEST_APPS: JSON.stringify([resolvedApp(P, 'hello', runtime.url)]),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const log = createWriteStream(logFile);
+      child.stdout?.pipe(log);
+      child.stderr?.pipe(log);
+      await waitFor(
+        `the native gateway ready (log: ${logFile})`,
+        async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
+        START_TIMEOUT_MS,
+      );
+    });
+
+    afterAll(async () => {
+      if (child?.exitCode === null) child.kill('SIGKILL');
+      await runtime?.proc.stop(5_000);
+      await nats?.stop();
+    });
+
+    const call = (body: unknown, path = 'echo') =>
+      request(`http://127.0.0.1:${port}/v4/${P}/hello/${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const readyz = async () => {
+      const res = await fetch(`http://127.0.0.1:${opsPort}/readyz`);
+      return { status: res.status, body: (await res.json()) as { failing?: string[] } };
+    };
+    const metrics = async () => (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
+
+    it('the data plane serves the port and hands the call to Node: the app answers, with one request id', async () => {
+      const res = await call({ x: 1 });
+      const text = await res.body.text();
+      expect(res.statusCode, text).toBe(200);
+      expect(JSON.parse(text)).toEqual({ echo: { x: 1 } });
+      const id = res.headers['x-request-id'];
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      // Node logged the handed-off call under the data plane's id.
+      await waitFor('the access line', async () => readFileSync(logFile, 'utf8').includes(String(id)), 5_000);
+      const m = await metrics();
+      expect(m).toMatch(/apphost_gateway_dataplane_handoffs_total\{reason="not_served"\} [1-9]/);
+      expect(m).toMatch(/apphost_gateway_dataplane_up 1/);
+    });
+
+    it('a pre-dispatch refusal is Node’s answer, through the data plane', async () => {
+      const res = await request(`http://127.0.0.1:${port}/v4/${P}/nope/echo`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(res.statusCode).toBe(404);
+      expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    });
+
+    it('a killed data plane: /readyz 503 naming it at once, the port refuses, then a new one serves', async () => {
+      const pid = Number(/"pid":(\d+)[^\n]*"data plane started"/.exec(readFileSync(logFile, 'utf8'))?.[1]);
+      expect(pid).toBeGreaterThan(0);
+      process.kill(pid, 'SIGKILL');
+      await waitFor('readyz 503', async () => (await readyz()).status === 503, 1_000, 20);
+      expect((await readyz()).body.failing).toContain('data plane');
+      await expect(call({})).rejects.toThrow();
+      await waitFor('ready again', async () => (await readyz()).status === 200, 10_000, 50);
+      const res = await call({ again: true });
+      expect(res.statusCode).toBe(200);
+      await res.body.dump();
+      expect(await metrics()).toMatch(/apphost_gateway_dataplane_restarts_total 1/);
+    });
+
+    it('SIGTERM: the data plane drains and exits, the gateway exits 0', async () => {
+      const t0 = Date.now();
+      child.kill('SIGTERM');
+      const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+      expect(code).toBe(0);
+      const log = readFileSync(logFile, 'utf8');
+      expect(log).toMatch(/"drained":true[^\n]*"data plane exited"|"data plane exited"[^\n]*"drained":true/);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+      await expect(call({})).rejects.toThrow();
+    });
+  },
+);
