@@ -31,6 +31,12 @@ use crate::handoff::{AnswerBody, Handoff, error_response};
 /// Pause after a failed `accept` (out of descriptors, say) before the next, so the loop does not spin.
 pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 50;
 
+/// How long a caller's connection may wait for its next request's head (idle keep-alive included), and
+/// so the bound on reading a head: the gateway's `keepAliveTimeout` (src/gateway/serve.ts, 65 s), longer
+/// than a load balancer's usual idle timeout (60 s), so a proxy never reuses a connection the data plane
+/// has closed. hyper's own default (30 s) closed them under such a proxy.
+pub const KEEP_ALIVE_IDLE_MS: u64 = 65_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Phase {
@@ -134,6 +140,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watc
                     let conn = http1::Builder::new()
                         .timer(TokioTimer::new())
                         .keep_alive(true)
+                        .header_read_timeout(Duration::from_millis(KEEP_ALIVE_IDLE_MS))
                         .serve_connection(
                             TokioIo::new(stream),
                             service_fn(move |req| call(shared.clone(), req)),
@@ -180,4 +187,51 @@ async fn call(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<An
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Empty;
+    use hyper::body::Bytes;
+    use tokio::net::TcpStream;
+
+    async fn get(
+        sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    ) -> hyper::Result<Response<Incoming>> {
+        let req = Request::get("/p/a/run")
+            .header("host", "gw")
+            .body(Empty::new())
+            .unwrap();
+        sender.send_request(req).await
+    }
+
+    /// A proxy in front keeps an idle connection up to its own timeout (60 s is usual) and then reuses
+    /// it: the data plane must not have closed it before (as Node's gateway keeps it 65 s), and must
+    /// close it once KEEP_ALIVE_IDLE_MS has passed.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_keep_alive_connection_is_kept_as_long_as_the_gateway_keeps_it() {
+        // No hand-off socket: every call is a 503 gateway_unavailable, on a connection kept alive.
+        let server = Server::start(&Config::example(0, "/nonexistent/apphost-handoff.sock"))
+            .await
+            .unwrap();
+        let stream = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        let conn = tokio::spawn(conn);
+        assert_eq!(get(&mut sender).await.unwrap().status(), 503);
+
+        tokio::time::sleep(Duration::from_millis(KEEP_ALIVE_IDLE_MS - 5_000)).await;
+        let again = get(&mut sender).await;
+        assert_eq!(
+            again.map(|r| r.status().as_u16()).ok(),
+            Some(503),
+            "a connection idle for 60 s is still served"
+        );
+
+        tokio::time::sleep(Duration::from_millis(KEEP_ALIVE_IDLE_MS + 1_000)).await;
+        assert!(conn.is_finished(), "closed once idle past KEEP_ALIVE_IDLE_MS");
+        assert!(get(&mut sender).await.is_err());
+    }
 }
