@@ -9,7 +9,9 @@
  *   `go-fast-1`, `hyper-1`, `hyper-2`; `hyper-1-work`, `hyper-1-worklog` and `hyper-2-work` also do the
  *   gateway's own per-call work on its path), built into the build cache on first use (needs go / cargo);
  * - `gateway`: the benchmark gateway itself (bench/support/parts.ts, log level warn) on its path with a run
- *   token, beside its floor.
+ *   token, beside its floor; `gateway-native`: the same gateway in native mode, build/bin/apphost-dataplane
+ *   (`make build-native`) on its port, which in step 4 hands every call to Node over the hand-off socket.
+ *   Its CPU, syscalls and RSS are Node's and the data plane's added up.
  * Prints per round and variant: req/s, its ratio to nginx's and to direct's in that round, p50/p99, CPU per
  * call (user and kernel) and write/read syscalls per call from /proc (nginx: its worker's), the load
  * average; then medians, with each process's RSS once started (before any load) and its peak (VmHWM).
@@ -65,17 +67,22 @@ const PERF_ATTACH_MS = 500;
 
 const specs = process.argv.slice(2).map((arg) => {
   if (arg in NATIVE_PROXIES) return { name: arg, features: '', flags: '', native: NATIVE_PROXIES[arg] };
-  if (arg === 'bare' || arg === 'gateway') return { name: arg, features: '', flags: '', native: undefined };
+  if (arg === 'bare' || arg === 'gateway' || arg === 'gateway-native')
+    return { name: arg, features: '', flags: '', native: undefined };
   const m = /^([\w.-]+)=([^:]*)(?::(.*))?$/.exec(arg);
   if (!m?.[1])
     throw new Error(
-      `"${arg}" is not <name>=<features>[:<node flags>], bare, gateway, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
+      `"${arg}" is not <name>=<features>[:<node flags>], bare, gateway, gateway-native, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
     );
   return { name: m[1], features: m[2] === '-' ? '' : (m[2] ?? ''), flags: m[3] ?? '', native: undefined };
 });
 // Build the native proxies before anything starts (a first cargo build takes a minute).
 const binaries = new Map<string, string>();
 for (const s of specs) if (s.native) binaries.set(s.name, await nativeProxyBinary(s.native));
+
+/** A variant's processes: its own, and with `tree` its children (gateway-native's data plane). */
+const pidsOf = (v: { pid: number; tree?: boolean }) => (v.tree ? processTree(v.pid) : [v.pid]);
+const sum = (pids: number[], f: (pid: number) => number) => pids.reduce((t, p) => t + f(p), 0);
 
 const load = () =>
   loadavg()
@@ -166,6 +173,8 @@ interface Variant {
   url: string;
   headers: Record<string, string>;
   pid: number;
+  /** Count the children's CPU, syscalls and memory too (gateway-native). */
+  tree?: boolean;
   /** VmRSS once started, before any load. */
   idleRss: number;
   rows: Row[];
@@ -186,10 +195,21 @@ try {
       }
     }) ?? Number.NaN;
   const variants: Variant[] = [];
-  const add = (name: string, url: string, pid: number, headers: Record<string, string> = {}) =>
-    variants.push({ name, url, headers, pid, idleRss: procStatusBytes(pid, 'VmRSS'), rows: [], sse: [] });
+  const add = (name: string, url: string, pid: number, headers: Record<string, string> = {}, tree = false) =>
+    variants.push({
+      name,
+      url,
+      headers,
+      pid,
+      tree,
+      idleRss: sum(tree ? processTree(pid) : [pid], (p) => procStatusBytes(p, 'VmRSS')),
+      rows: [],
+      sse: [],
+    });
   // The gateway's path and a run token, for the variants that serve it.
-  const token = specs.some((s) => s.name === 'gateway' || s.native?.gatewayShaped) ? await parts.token() : '';
+  const token = specs.some((s) => s.name.startsWith('gateway') || s.native?.gatewayShaped)
+    ? await parts.token()
+    : '';
   const gatewayPath = `/v4/${PROJECT}/${APP}`;
   const auth = { authorization: `Bearer ${token}` };
   add('direct', rt.url, pythonPid);
@@ -204,6 +224,11 @@ try {
     if (s.name === 'gateway') {
       const g = await parts.gateway();
       add(s.name, `${g.url}${gatewayPath}`, g.pid, auth);
+      continue;
+    }
+    if (s.name === 'gateway-native') {
+      const g = await parts.gatewayNative();
+      add(s.name, `${g.url}${gatewayPath}`, g.pid, auth, true);
       continue;
     }
     const port = await freePort();
@@ -265,11 +290,12 @@ try {
     for (const v of order) {
       const spec = echoSpec(v, SECONDS);
       if (WARMUP > 0) await loadGen.run({ ...spec, durationSeconds: WARMUP });
+      const pids = pidsOf(v);
       const [c0, s0, w0, r0] = [
-        procCpuSeconds(v.pid),
-        sysSeconds(v.pid),
-        io(v.pid, 'syscw'),
-        io(v.pid, 'syscr'),
+        sum(pids, procCpuSeconds),
+        sum(pids, sysSeconds),
+        sum(pids, (p) => io(p, 'syscw')),
+        sum(pids, (p) => io(p, 'syscr')),
       ];
       const x = await loadGen.run(spec);
       const n = x.requests;
@@ -279,10 +305,10 @@ try {
           rps: x.rps,
           p50: x.p50Ms,
           p99: x.p99Ms,
-          cpuMs: ((procCpuSeconds(v.pid) - c0) * 1000) / n,
-          sysMs: ((sysSeconds(v.pid) - s0) * 1000) / n,
-          writes: (io(v.pid, 'syscw') - w0) / n,
-          reads: (io(v.pid, 'syscr') - r0) / n,
+          cpuMs: ((sum(pids, procCpuSeconds) - c0) * 1000) / n,
+          sysMs: ((sum(pids, sysSeconds) - s0) * 1000) / n,
+          writes: (sum(pids, (p) => io(p, 'syscw')) - w0) / n,
+          reads: (sum(pids, (p) => io(p, 'syscr')) - r0) / n,
           load: load(),
         },
       ]);
@@ -346,7 +372,7 @@ try {
     process.stdout.write(
       `| ${v.name} | ${m((x) => x.rps, 0)} | ${range((x) => x.ratio, 2)} | ${range((x) => x.ratioDirect, 2)} | ` +
         `${m((x) => x.p50, 2)} | ${m((x) => x.p99, 2)} | ${range((x) => x.cpuMs, 4)} | ${m((x) => x.cpuMs - x.sysMs, 4)} | ` +
-        `${m((x) => x.sysMs, 4)} | ${census} | ${mib(v.idleRss)} → ${mib(procStatusBytes(v.pid, 'VmHWM'))} | ${sse} | ` +
+        `${m((x) => x.sysMs, 4)} | ${census} | ${mib(v.idleRss)} → ${mib(sum(pidsOf(v), (p) => procStatusBytes(p, 'VmHWM')))} | ${sse} | ` +
         `${v.rows.map((x) => x.load).join(', ')} |\n`,
     );
   }

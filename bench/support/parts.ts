@@ -289,6 +289,12 @@ export interface Parts {
   gatewayNoLimiter(): Promise<GatewayChild>;
   /** The same gateway as `gateway()` as a primary with 2 processes (APPHOST_GATEWAY_PROCESSES=2). */
   gatewayTwoProcesses(): Promise<GatewayChild>;
+  /**
+   * The same gateway in native mode (APPHOST_GATEWAY_DATA_PLANE=native): build/bin/apphost-dataplane
+   * (`make build-native`) owns the port and, in step 4, hands every call to Node. Its pid is Node's; the
+   * data plane is its child.
+   */
+  gatewayNative(): Promise<GatewayChild>;
   /** A bare Node proxy (node:http + undici dispatch) to the runtime: the floor of the sync rows. */
   bareProxy(): Promise<BareProxy>;
   /** A run token for PROJECT, valid for the whole run. */
@@ -358,6 +364,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     worker: boolean,
     limiter = true,
     processes = 1,
+    extraEnv: Record<string, string> = {},
   ): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort, entry] = await Promise.all([
       nats(),
@@ -385,6 +392,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
         NODE_OPTIONS: chartGatewayNodeOptions(),
         ...chartGatewayMallocEnv(),
         ...(limiter ? {} : { APPHOST_BENCH_LIMITER: 'off' }),
+        ...extraEnv,
       },
       'listening ',
       logDir,
@@ -402,6 +410,18 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
 
   const gatewayNoLimiter = once(async () => {
     const g = await startGateway('gateway-no-limiter', false, false);
+    stops.push(() => g.proc.stop(STOP_GRACE_MS));
+    return g;
+  });
+
+  const gatewayNative = once(async () => {
+    const bin = join(REPO_ROOT, 'build', 'bin', 'apphost-dataplane');
+    if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`make build-native\``);
+    const g = await startGateway('gateway-native', false, true, 1, {
+      APPHOST_GATEWAY_DATA_PLANE: 'native',
+      APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
+      APPHOST_GATEWAY_DATA_PLANE_DIR: tempDir('apphost-bench-dp-'),
+    });
     stops.push(() => g.proc.stop(STOP_GRACE_MS));
     return g;
   });
@@ -443,6 +463,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     workerGateway: () => startGateway('gateway-worker', true),
     gatewayNoLimiter,
     gatewayTwoProcesses,
+    gatewayNative,
     bareProxy,
     token,
     async stop() {
