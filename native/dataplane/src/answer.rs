@@ -14,22 +14,10 @@
 //! real handler wrote (node's `ServerResponse`) for a set of app answers, and for the drain.
 
 use crate::errors::shutting_down;
+use crate::headers::DROP_RESPONSE;
 
 /// Answers up to this many bytes (by their `Content-Length`) are read whole (`SMALL_RESPONSE_BYTES`).
 pub const SMALL_RESPONSE_BYTES: u64 = 64 * 1024;
-
-const DROP_RESPONSE: [&str; 10] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "http2-settings",
-    "x-request-id",
-    "content-length",
-];
 
 const SSE_CONTENT_TYPE: &str = "text/event-stream; charset=utf-8";
 const OCTET_STREAM: &str = "application/octet-stream";

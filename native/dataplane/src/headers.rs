@@ -62,8 +62,9 @@ const DROP_REQUEST: [&str; 16] = [
     "x-apphost-handoff",
 ];
 
-/// Response headers the gateway sets itself or that describe the upstream hop only (`DROP_RESPONSE`).
-const DROP_RESPONSE: [&str; 10] = [
+/// Response headers the gateway sets itself or that describe the upstream hop only (`DROP_RESPONSE` of
+/// src/shared/http/upstream.ts): one list for both heads built here and answer.rs's.
+pub const DROP_RESPONSE: [&str; 10] = [
     "connection",
     "keep-alive",
     "proxy-connection",
