@@ -84,6 +84,10 @@ impl Config {
         let port = uint(listen, "config.listen", "port")?;
         let port = u16::try_from(port)
             .map_err(|_| malformed(format!("config.listen.port {port} is not a TCP port")))?;
+        let host = string(listen, "config.listen", "host")?;
+        if host.is_empty() {
+            return Err(malformed("config.listen.host is empty".to_owned()));
+        }
         let handoff_socket = string(obj, "config", "handoffSocket")?;
         if !handoff_socket.starts_with('/') {
             return Err(malformed(
@@ -110,10 +114,7 @@ impl Config {
             )));
         }
         Ok(Config {
-            listen: Listen {
-                host: string(listen, "config.listen", "host")?,
-                port,
-            },
+            listen: Listen { host, port },
             handoff_socket,
             gateway: GatewaySettings {
                 max_body_bytes: uint(g, gp, "maxBodyBytes")?,
@@ -331,6 +332,7 @@ mod tests {
         let good = Config::example(8080, "/s").to_fields();
         let cases = [
             ("port", json!({"host": "h", "port": 65536})),
+            ("port", json!({"host": "", "port": 8080})),
             ("handoffSocket", json!("relative/handoff.sock")),
             ("logLevel", json!("verbose")),
         ];
