@@ -30,7 +30,7 @@ import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { maxOverlap } from '../../harness/overlap.ts';
 import {
   closeServer,
-  listen,
+  frontGateway,
   type Runtime,
   replicaResolver,
   resolvedApp,
@@ -75,7 +75,7 @@ async function startGateway(
     balancer: createObservedBalancer({ ...DEFAULT_BALANCER_SETTINGS, ...balancerOver }, registry),
   });
   gateways.push(gateway);
-  const l = await listen(gateway.callback());
+  const l = await frontGateway(gateway, { resolver });
   servers.push(l.server);
   return l.url;
 }

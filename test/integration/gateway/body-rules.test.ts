@@ -18,7 +18,14 @@ import { createRunTokenVerifier, generateSigningKey, issueRunToken } from '../..
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { ensureWebhooksStream } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
-import { closeServer, listen, type Runtime, resolvedApp, startRuntime, staticResolver } from './helpers.ts';
+import {
+  closeServer,
+  frontGateway,
+  type Runtime,
+  resolvedApp,
+  startRuntime,
+  staticResolver,
+} from './helpers.ts';
 
 const P = 'proj-body';
 let nats: NatsServer;
@@ -46,7 +53,7 @@ beforeAll(async () => {
     registry: new Registry(),
     settings: DEFAULT_GATEWAY_SETTINGS,
   });
-  ({ server, url: base } = await listen(gateway.callback()));
+  ({ server, url: base } = await frontGateway(gateway));
 });
 
 afterAll(async () => {

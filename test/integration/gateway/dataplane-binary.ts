@@ -5,8 +5,10 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { REPO_ROOT } from './helpers.ts';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 export const DATA_PLANE_BIN = join(REPO_ROOT, 'build', 'bin', 'apphost-dataplane');
 

@@ -31,6 +31,7 @@ import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import {
   closeServer,
+  frontGateway,
   listen,
   type Runtime,
   resolvedApp,
@@ -132,7 +133,7 @@ beforeAll(async () => {
       unreachableBlockMs: 20,
     }),
   });
-  const l = await listen(gateway.callback());
+  const l = await frontGateway(gateway, { resolver });
   server = l.server;
   base = l.url;
 });
@@ -297,7 +298,7 @@ describe('a response body that stalls', () => {
       registry: new Registry(),
       settings: { ...DEFAULT_GATEWAY_SETTINGS, streamIdleTimeoutMs: 1_000 },
     });
-    const l = await listen(g.callback());
+    const l = await frontGateway(g);
     try {
       const res = await request(`${l.url}/v4/${P}/stall/run`, {
         method: 'POST',
@@ -486,7 +487,7 @@ describe('draining (SIGTERM)', () => {
       registry: new Registry(),
       settings: { ...DEFAULT_GATEWAY_SETTINGS, drainTimeoutMs: 30_000 },
     });
-    const l = await listen(g.callback());
+    const l = await frontGateway(g);
     try {
       const marker = join(dir, 'drain-slept');
       const inflight = request(`${l.url}/v4/${P}/hello/sleep`, {
@@ -537,7 +538,7 @@ describe('logs', () => {
       registry: new Registry(),
       settings: DEFAULT_GATEWAY_SETTINGS,
     });
-    const l = await listen(g.callback());
+    const l = await frontGateway(g);
     try {
       const hook = encodeURIComponent('http://hooks.example.test/x');
       const ids: string[] = [];

@@ -1,10 +1,16 @@
 /** Shared set-up for the gateway and run-worker integration tests: a real runtime, real NATS, real HTTP. */
 
 import { mkdtempSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Registry } from 'prom-client';
+import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.ts';
+import { dataPlaneConfig } from '../../../src/gateway/dataplane/config-frame.ts';
+import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
+import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
+import { spawnDataPlane, superviseDataPlane } from '../../../src/gateway/dataplane/supervise.ts';
 import type {
   AppResolver,
   AppSink,
@@ -12,7 +18,9 @@ import type {
   ResolvedApp,
   StartFailure,
 } from '../../../src/shared/contracts/seams.ts';
+import { silentLogger } from '../../../src/shared/log.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
+import { buildDataPlane } from './dataplane-binary.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const FIXTURE_APP_DIR = join(here, 'fixtures', 'app');
@@ -123,6 +131,7 @@ export async function listen(
 }
 
 export async function closeServer(server: Server): Promise<void> {
+  await stopDataPlaneOf.get(server)?.();
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 }
@@ -169,4 +178,67 @@ export function replicaResolver(apps: ResolvedApp[]): AppResolver & {
       for (const sink of sinks) sink.setStartFailure(apps[0]?.projectId ?? '', appName, failure);
     },
   };
+}
+
+/** Which data plane is in front of a hand-off server `frontGateway` started: stopped by `closeServer`. */
+const stopDataPlaneOf = new WeakMap<Server, () => Promise<void>>();
+/** Bound on a native front's data plane becoming ready (start, hello, config, snapshot, bind). */
+const FRONT_READY_TIMEOUT_MS = 20_000;
+
+/**
+ * The gateway served as the suite's `APPHOST_TEST_DATA_PLANE` says (design §7): `node` (default) as the
+ * suites always served it, `createServer(gateway.callback())` on a loopback port; `native`, the real
+ * data plane (`make build-native`) on a loopback port, handing calls to `gateway.callback()` on a
+ * hand-off socket, fed from `resolver` (apps, and replicas when it reports them). `closeServer(server)`
+ * stops either.
+ */
+export async function frontGateway(
+  gateway: { callback(): (req: IncomingMessage, res: ServerResponse) => void },
+  opts: { resolver?: AppResolver } = {},
+): Promise<{ server: Server; url: string }> {
+  const mode = process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
+  if (mode === 'node') return listen(gateway.callback());
+  if (mode !== 'native') throw new Error(`APPHOST_TEST_DATA_PLANE must be node or native, not ${mode}`);
+  const bin = buildDataPlane();
+  const path = join(tempDir('apphost-front-'), 'handoff.sock');
+  const log = silentLogger();
+  const registry = new Registry();
+  const handoff = await serveHandoff({ path, callback: gateway.callback(), log, registry });
+  const port = await freePort();
+  const env = parseGatewayEnv({
+    APPHOST_PLATFORM_KEY: 'front-gateway-platform-key-0123',
+    APPHOST_GATEWAY_HOST: '127.0.0.1',
+    APPHOST_GATEWAY_PORT: String(port),
+    APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '2000',
+    APPHOST_LOG_LEVEL: 'warn',
+  });
+  const feed = createStateFeed({
+    gen: `front-${port}`,
+    balancer: balancerSettings(env),
+    tokenCacheMaxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
+    now: Date.now,
+  });
+  const stopApps = opts.resolver?.watchApps?.(feed.apps);
+  opts.resolver?.watchReplicas?.({ ...feed.replicas });
+  const supervisor = superviseDataPlane({
+    spawn: spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' }),
+    config: dataPlaneConfig(env, path),
+    feed,
+    log,
+    registry,
+    drainTimeoutMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
+  });
+  supervisor.start();
+  await waitFor(
+    'the data plane in front of the gateway ready',
+    async () => supervisor.ready(),
+    FRONT_READY_TIMEOUT_MS,
+    20,
+  );
+  stopDataPlaneOf.set(handoff.server, async () => {
+    supervisor.handover();
+    await supervisor.drain();
+    stopApps?.();
+  });
+  return { server: handoff.server, url: `http://127.0.0.1:${port}` };
 }

@@ -26,7 +26,14 @@ import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
 import { memoryDeliveries } from '../management/fixtures.ts';
 import { call as apiCall, type RunningApi, startApi } from '../management/server.ts';
-import { closeServer, listen, type Runtime, resolvedApp, startRuntime, staticResolver } from './helpers.ts';
+import {
+  closeServer,
+  frontGateway,
+  type Runtime,
+  resolvedApp,
+  startRuntime,
+  staticResolver,
+} from './helpers.ts';
 
 const P = 'proj-s';
 /** Bound on a fire-and-forget record reaching the stream (a busy machine). */
@@ -99,7 +106,7 @@ beforeAll(async () => {
     balancer: createBalancer(DEFAULT_BALANCER_SETTINGS),
     runStore: runs,
   });
-  const l = await listen(gateway.callback());
+  const l = await frontGateway(gateway, { resolver });
   server = l.server;
   base = l.url;
   const store = createMemoryStore({ projects: { [P]: ['hello', 'other'], theirs: ['hello'] } });

@@ -17,7 +17,14 @@ import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { ensureWebhooksStream } from '../../../src/webhooks/stream.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
-import { closeServer, listen, type Runtime, resolvedApp, startRuntime, staticResolver } from './helpers.ts';
+import {
+  closeServer,
+  frontGateway,
+  type Runtime,
+  resolvedApp,
+  startRuntime,
+  staticResolver,
+} from './helpers.ts';
 
 const P = 'proj-outage';
 const CALLS = 12;
@@ -48,7 +55,7 @@ beforeAll(async () => {
     registry,
     settings: { ...DEFAULT_GATEWAY_SETTINGS, webhookPublishTimeoutMs: 1_000 },
   });
-  ({ server, url: base } = await listen(gateway.callback()));
+  ({ server, url: base } = await frontGateway(gateway));
 });
 
 afterAll(async () => {
