@@ -194,9 +194,10 @@ const FRONT_READY_TIMEOUT_MS = 20_000;
  */
 export async function frontGateway(
   gateway: { callback(): (req: IncomingMessage, res: ServerResponse) => void },
-  opts: { resolver?: AppResolver } = {},
+  /** `mode`: this front whatever the suite's APPHOST_TEST_DATA_PLANE (a suite comparing both). */
+  opts: { resolver?: AppResolver; mode?: 'node' | 'native' } = {},
 ): Promise<{ server: Server; url: string }> {
-  const mode = process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
+  const mode = opts.mode ?? process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
   if (mode === 'node') return listen(gateway.callback());
   if (mode !== 'native') throw new Error(`APPHOST_TEST_DATA_PLANE must be node or native, not ${mode}`);
   const bin = buildDataPlane();
