@@ -128,6 +128,36 @@ describe('serveHandoff: the socket file', () => {
     expect(readFileSync(file, 'utf8')).toBe('keep me');
   });
 
+  it('serves a handed-off call that has no Host (an HTTP/1.0 caller sent none; the data plane adds none)', async () => {
+    const path = join(dir(), 'handoff.sock');
+    const h = await serveHandoff({
+      path,
+      callback: (req, res) => res.end(`served host=${req.headers.host ?? '(none)'}`),
+      log: silentLogger(),
+      registry: new Registry(),
+    });
+    try {
+      const marker = formatHandoffMarker({ requestId: ID, startedAt: Date.now(), reason: 'not_served' });
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = httpRequest(
+          { socketPath: path, path: '/v4/p/a/run', setHost: false, headers: { 'x-apphost-handoff': marker } },
+          (res) => {
+            let body = '';
+            res.on('data', (c) => {
+              body += c;
+            });
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+      expect(answer).toEqual({ status: 200, body: 'served host=(none)' });
+    } finally {
+      await h.close();
+    }
+  });
+
   it('close() waits for a call in flight up to its bound, then cuts it', async () => {
     const path = join(dir(), 'handoff.sock');
     const h = await serveHandoff({

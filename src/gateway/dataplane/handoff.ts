@@ -212,7 +212,10 @@ export async function serveHandoff(opts: HandoffServerOptions): Promise<HandoffS
   const handoffs = handoffCounter(opts.registry);
   const closeTimeoutMs = opts.closeTimeoutMs ?? HANDOFF_CLOSE_TIMEOUT_MS;
 
-  const server = createServer((req, res) => {
+  // requireHostHeader off: the data plane passes the caller's Host on as it came and makes none up, so
+  // an HTTP/1.0 caller's call without one arrives here as HTTP/1.1 without one. Node's default would
+  // answer it a bare 400 the gateway's own port never gives it (only custom domains read the Host).
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
     const { marker, error } = parseHandoffMarker(req.headers[HANDOFF_HEADER]);
     if (error) {
       const id = randomUUID();
