@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../shared/log.ts';
 import {
   formatHandoffMarker,
+  HANDOFF_KEEP_ALIVE_TIMEOUT_MS,
   HANDOFF_REASONS,
   type HandoffMarker,
   parseHandoffMarker,
@@ -184,4 +185,15 @@ describe('serveHandoff: the socket file', () => {
     expect(took).toBeLessThan(1_500);
     expect(await inflight).toBe('ECONNRESET');
   });
+});
+
+it("keeps an idle connection longer than the data plane's pool does (native/dataplane/src/handoff.rs)", () => {
+  // Else Node may close a pooled connection as the data plane sends a call on it: a 503
+  // gateway_unavailable {reason: closed} for a call that may have run.
+  const rust = readFileSync(join(import.meta.dirname, '../../../native/dataplane/src/handoff.rs'), 'utf8');
+  const m = /pub const HANDOFF_POOL_IDLE_MS: u64 = ([0-9_]+);/.exec(rust);
+  expect(m, 'HANDOFF_POOL_IDLE_MS in handoff.rs').not.toBeNull();
+  const poolIdleMs = Number((m?.[1] ?? '').replaceAll('_', ''));
+  expect(poolIdleMs).toBeGreaterThan(0);
+  expect(HANDOFF_KEEP_ALIVE_TIMEOUT_MS).toBeGreaterThan(poolIdleMs);
 });
