@@ -287,8 +287,12 @@ export function superviseDataPlane(opts: {
           try {
             onMessage(r, parsePayload(p, 'node'));
           } catch (err) {
-            if (firstFrame && err instanceof ProtocolError) logMismatch(r, p, err);
-            throw err;
+            if (!(firstFrame && err instanceof ProtocolError)) throw err;
+            // The first frame refused: logged with the builds (once), the child killed.
+            logMismatch(r, p, err);
+            endRun(r);
+            r.child.channel.destroy();
+            return;
           }
         }
       } catch (err) {

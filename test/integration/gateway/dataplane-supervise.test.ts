@@ -288,6 +288,9 @@ describe.skipIf(!!skip)(
       const exit = await (h.spawned[0] as Spawned).exit;
       expect(exit.signal).toBe('SIGKILL');
       expect(h.sup.ready()).toBe(false);
+      const firstPid = (h.spawned[0] as Spawned).child.pid;
+      // Logged once, as the skew it is (not a second time as a broken frame).
+      expect(h.logs.filter((l) => l.pid === firstPid && l.level === 50)).toHaveLength(1);
       const skew = h.logs.find((l) => l.code === 'version_mismatch');
       expect(skew).toMatchObject({
         dataPlane: { protocol: 2, build: 'future-build' },
