@@ -49,16 +49,217 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     HeaderName::from_static("upgrade"),
 ];
 
-/// Why a call is handed off (design §3: a closed set, a metric label). Step 4 serves nothing itself.
+/// Why a call is handed off (design §3: a closed set, a metric label; handoff.ts `HANDOFF_REASONS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// `?async=...`: Node accepts it durably (202).
+    Async,
+    /// `webhookEndpoint`: the outbox is Node's.
+    Webhook,
+    /// No bearer token, or one the verified tokens do not hold for this project.
+    TokenMiss,
+    /// The app has no ready replica (cold start, wake, start failure are Node's).
+    NoReplica,
+    /// Every ready replica is at its concurrency: the queue is Node's until step 6.
+    NoSlot,
+    /// The body check is not sure (Node's full check decides and writes the 400).
+    RefusedCheck,
+    /// The body is over `maxBodyBytes` (Node writes the 413).
+    BodyOverLimit,
+    /// The app is not in the table, or the Cortex function is not known (Node writes the 404).
+    UnknownApp,
+    /// A custom domain, or a Host the data plane does not parse as Node does.
+    Domain,
+    /// Anything else the data plane does not serve: a path that is not the run route, a method other
+    /// than POST, a path Node refuses (Node writes its 404/405/400).
+    NotServed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Async => "async",
+            Reason::Webhook => "webhook",
+            Reason::TokenMiss => "token_miss",
+            Reason::NoReplica => "no_replica",
+            Reason::NoSlot => "no_slot",
+            Reason::RefusedCheck => "refused_check",
+            Reason::BodyOverLimit => "body_over_limit",
+            Reason::UnknownApp => "unknown_app",
+            Reason::Domain => "domain",
+            Reason::NotServed => "not_served",
+        }
+    }
+}
+
+/// The reason every call had in step 4.
 pub const REASON_NOT_SERVED: &str = "not_served";
 
-/// The marker's value: `v=1; id=<request id>; start=<epoch ms>; reason=<reason>`.
+/// The marker's value: `v=1; id=<request id>; start=<epoch ms>; reason=<reason>[; deadline=<epoch ms>]`.
 pub fn marker(id: &str, start_ms: u64, reason: &str) -> String {
     format!("v=1; id={id}; start={start_ms}; reason={reason}")
 }
 
-/// The body the data plane answers with: Node's, streamed, or one it wrote itself.
-pub type AnswerBody = Either<IdleBody, Full<Bytes>>;
+/// The marker with a queue deadline (a call refused by a replica and handed over to wait in Node's
+/// queue no later than it would have waited here); a deadline before `start` is sent as `start`.
+pub fn marker_with_deadline(id: &str, start_ms: u64, reason: &str, deadline_ms: Option<u64>) -> String {
+    match deadline_ms {
+        Some(d) => format!(
+            "v=1; id={id}; start={start_ms}; reason={reason}; deadline={}",
+            d.max(start_ms)
+        ),
+        None => marker(id, start_ms, reason),
+    }
+}
+
+/// The body handed to Node: what the data plane has read of the caller's body, then the rest of it.
+pub struct CallBody {
+    read: Option<Bytes>,
+    rest: Option<Incoming>,
+}
+
+impl CallBody {
+    /// The caller's body untouched.
+    pub fn stream(rest: Incoming) -> Self {
+        CallBody {
+            read: None,
+            rest: Some(rest),
+        }
+    }
+    /// A body read whole.
+    pub fn whole(read: Bytes) -> Self {
+        CallBody {
+            read: Some(read).filter(|b| !b.is_empty()),
+            rest: None,
+        }
+    }
+    /// What was read, then the rest of the stream.
+    pub fn prefixed(read: Bytes, rest: Incoming) -> Self {
+        CallBody {
+            read: Some(read).filter(|b| !b.is_empty()),
+            rest: Some(rest),
+        }
+    }
+}
+
+impl Body for CallBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        if let Some(b) = this.read.take() {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        match &mut this.rest {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.is_none() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let read = self.read.as_ref().map_or(0, |b| b.len() as u64);
+        match &self.rest {
+            None => SizeHint::with_exact(read),
+            Some(r) => {
+                let h = r.size_hint();
+                let mut out = SizeHint::new();
+                out.set_lower(h.lower() + read);
+                if let Some(u) = h.upper() {
+                    out.set_upper(u + read);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// What runs once an answer's body is done with: `true` when it was sent to its end, `false` when it
+/// was cut (the caller gone, the stream idle bound, an upstream error mid-stream). The fast path frees
+/// the call's replica slot and writes the access line and metrics here.
+pub type OnEnd = Box<dyn FnOnce(bool) + Send>;
+
+/// The body the data plane answers with: Node's or an app's, streamed, or one it holds whole; with what
+/// runs when it is done with.
+pub struct AnswerBody {
+    inner: Either<IdleBody, Full<Bytes>>,
+    ended: bool,
+    on_end: Option<OnEnd>,
+}
+
+impl AnswerBody {
+    /// A streamed body.
+    pub fn stream(body: IdleBody) -> Self {
+        AnswerBody {
+            inner: Either::Left(body),
+            ended: false,
+            on_end: None,
+        }
+    }
+    /// A body held whole.
+    pub fn whole(b: Bytes) -> Self {
+        AnswerBody {
+            inner: Either::Right(Full::new(b)),
+            ended: false,
+            on_end: None,
+        }
+    }
+    /// `f` runs when the body is done with (sent whole, cut, or never polled).
+    pub fn on_end(mut self, f: OnEnd) -> Self {
+        self.on_end = Some(f);
+        self
+    }
+}
+
+impl Drop for AnswerBody {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_end.take() {
+            let ended = self.ended || self.is_end_stream();
+            f(ended);
+        }
+    }
+}
+
+impl Body for AnswerBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = match &mut this.inner {
+            Either::Left(b) => Pin::new(b).poll_frame(cx),
+            Either::Right(b) => Pin::new(b).poll_frame(cx).map_err(|e| match e {}),
+        };
+        if let Poll::Ready(None) = polled {
+            this.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Either::Left(b) => b.is_end_stream(),
+            Either::Right(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Either::Left(b) => b.size_hint(),
+            Either::Right(b) => b.size_hint(),
+        }
+    }
+}
 
 /// Connects to the hand-off socket: hyper-util's pool takes its connector as a tower service.
 #[derive(Clone)]
@@ -129,7 +330,7 @@ impl Connection for UnixIo {
 /// Node's hand-off server, as the data plane calls it.
 #[derive(Clone)]
 pub struct Handoff {
-    client: Client<UnixConnector, Incoming>,
+    client: Client<UnixConnector, CallBody>,
     head_bound: Duration,
     idle_bound: Option<Duration>,
     retry_after: u64,
@@ -159,9 +360,31 @@ impl Handoff {
     /// Hands the whole call to Node and answers with what Node answered (or 503 `gateway_unavailable`,
     /// with `id` as its `X-Request-Id`). `start_ms`: when the call came, epoch ms.
     pub async fn forward(&self, req: Request<Incoming>, id: &str, start_ms: u64) -> Response<AnswerBody> {
-        let (mut parts, body) = req.into_parts();
+        let (parts, body) = req.into_parts();
+        self.hand_off(
+            parts,
+            CallBody::stream(body),
+            id,
+            start_ms,
+            Reason::NotServed,
+            None,
+        )
+        .await
+    }
+
+    /// Hands a call to Node with `reason` (and the queue deadline it had, if any): its head `parts`,
+    /// and `body` (what the data plane read of it, then the rest).
+    pub async fn hand_off(
+        &self,
+        mut parts: hyper::http::request::Parts,
+        body: CallBody,
+        id: &str,
+        start_ms: u64,
+        reason: Reason,
+        deadline_ms: Option<u64>,
+    ) -> Response<AnswerBody> {
         strip_request_headers(&mut parts.headers);
-        let marker = HeaderValue::from_str(&marker(id, start_ms, REASON_NOT_SERVED))
+        let marker = HeaderValue::from_str(&marker_with_deadline(id, start_ms, reason.as_str(), deadline_ms))
             .expect("a marker is ASCII without control characters");
         parts.headers.insert(MARKER, marker);
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -197,7 +420,7 @@ impl Handoff {
                 .headers
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
-        Response::from_parts(parts, Either::Left(IdleBody::new(body, self.idle_bound)))
+        Response::from_parts(parts, AnswerBody::stream(IdleBody::new(body, self.idle_bound)))
     }
 }
 
@@ -229,7 +452,7 @@ pub fn strip_request_headers(headers: &mut HeaderMap) {
 /// An error the data plane writes itself, as the gateway's `writeError` writes it: the JSON body, its
 /// `Content-Type`, `Retry-After`, the call's `X-Request-Id`, and `Connection: close` when asked.
 pub fn error_response(e: &ApiError, id: &str, close: bool) -> Response<AnswerBody> {
-    let mut res = Response::new(Either::Right(Full::new(Bytes::from(e.body()))));
+    let mut res = Response::new(AnswerBody::whole(Bytes::from(e.body())));
     *res.status_mut() = hyper::StatusCode::from_u16(e.status).expect("an ApiError's status is valid");
     let h = res.headers_mut();
     if let Ok(v) = HeaderValue::from_str(id) {

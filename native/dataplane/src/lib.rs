@@ -8,9 +8,11 @@ pub mod auth;
 pub mod body;
 pub mod channel;
 pub mod config;
+pub mod core;
 pub mod domain;
 pub mod error;
 pub mod errors;
+pub mod fastpath;
 pub mod frame;
 pub mod handoff;
 pub mod headers;
@@ -28,6 +30,7 @@ pub mod run;
 pub mod server;
 pub mod state;
 pub mod tokens;
+pub mod upstream;
 pub mod upstream_failure;
 
 /// The build this binary reports in `hello` and `--version`: the image build sets

@@ -49,6 +49,26 @@ fn encode(s: &str, out: &mut String) {
     }
 }
 
+/// The gateway's own parameters a query holds (names decoded as `URLSearchParams` decodes them, any
+/// value): `(async, webhookEndpoint)`. Either makes the call Node's (design §2: `prepareRun`).
+pub fn gateway_params(search: &str) -> (bool, bool) {
+    let search = search.strip_prefix('?').unwrap_or(search);
+    let (mut is_async, mut webhook) = (false, false);
+    for pair in search.split('&').filter(|p| !p.is_empty()) {
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        // Only a name that could decode to one of the two is decoded (the usual query pays nothing).
+        if name.len() < 5 {
+            continue;
+        }
+        match decode(name).as_str() {
+            "async" => is_async = true,
+            "webhookEndpoint" => webhook = true,
+            _ => {}
+        }
+    }
+    (is_async, webhook)
+}
+
 /// `forwardQuery`: the query string to forward ('' or without the leading '?') of `search` (the
 /// request target's query, with or without its '?').
 pub fn forward_query(search: &str) -> String {
@@ -68,4 +88,22 @@ pub fn forward_query(search: &str) -> String {
         encode(&decode(value), &mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateways_own_parameters_are_found_as_urlsearchparams_decodes_them() {
+        assert_eq!(gateway_params(""), (false, false));
+        assert_eq!(gateway_params("?a=1&b"), (false, false));
+        assert_eq!(gateway_params("async=false"), (true, false));
+        assert_eq!(gateway_params("%61sync"), (true, false));
+        assert_eq!(
+            gateway_params("x=1&webhook%45ndpoint=http%3A%2F%2Fh"),
+            (false, true)
+        );
+        assert_eq!(gateway_params("asyncx=1&Async=1"), (false, false));
+    }
 }

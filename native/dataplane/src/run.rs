@@ -10,7 +10,8 @@
 //!
 //! A protocol error ends the run at once (exit 3): Node respawns the child.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::signal::unix::{SignalKind, signal};
@@ -18,9 +19,11 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::channel::{ChannelError, FrameReader, FrameWriter};
 use crate::config::Config;
+use crate::core::Core;
 use crate::error::ProtocolError;
-use crate::message::{DrainPhase, Message, StateFrame, StateKind};
+use crate::message::{DrainPhase, Message, StateKind};
 use crate::server::Server;
+use crate::state::{self, Applied};
 
 /// Bound on the start: from `hello` to `config` and the first `snapshot`. Node sends `config` at once
 /// and the snapshot once its resolver has listed the apps (`APPHOST_GATEWAY_CACHE_SYNC_TIMEOUT_MS`,
@@ -48,50 +51,10 @@ impl From<ProtocolError> for Fatal {
     }
 }
 
-/// Where the state stands: the `gen` and `seq` last applied, and whether a `resync` is outstanding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateCursor {
-    pub generation: String,
-    pub seq: u64,
-    awaiting_snapshot: bool,
-}
-
-impl StateCursor {
-    /// After the first snapshot.
-    pub fn new(first: &StateFrame) -> Self {
-        StateCursor {
-            generation: first.generation.clone(),
-            seq: first.seq,
-            awaiting_snapshot: false,
-        }
-    }
-
-    /// Takes one state frame; returns the message to send Node, if any: `ready` for a new `gen`'s
-    /// snapshot, `resync` at the first gap (then nothing until a snapshot comes).
-    pub fn take(&mut self, f: &StateFrame) -> Option<Message> {
-        if f.kind == StateKind::Snapshot {
-            let new_gen = f.generation != self.generation;
-            self.generation = f.generation.clone();
-            self.seq = f.seq;
-            self.awaiting_snapshot = false;
-            return new_gen.then(|| Message::Ready {
-                generation: self.generation.clone(),
-                seq: self.seq,
-            });
-        }
-        if self.awaiting_snapshot {
-            return None;
-        }
-        if f.generation == self.generation && Some(f.seq) == self.seq.checked_add(1) {
-            self.seq = f.seq;
-            return None;
-        }
-        self.awaiting_snapshot = true;
-        Some(Message::Resync {
-            generation: self.generation.clone(),
-            seq: self.seq,
-        })
-    }
+fn epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn unexpected(m: &Message) -> ProtocolError {
@@ -147,12 +110,17 @@ where
     };
     let config = config.expect("the loop ends only after config");
 
-    // 2. listen, then ready.
-    let server = Server::start(&config).await.map_err(Fatal::Listen)?;
-    let mut cursor = StateCursor::new(&first);
+    // 2. the first snapshot applied, listen, then ready.
+    let mut core = Core::new(&config);
+    core.apply(state::StateFrame::from_message(&first)?, epoch_ms());
+    let mut generation = first.generation.clone();
+    let core = Arc::new(Mutex::new(core));
+    let server = Server::start(&config, core.clone())
+        .await
+        .map_err(Fatal::Listen)?;
     tx.send(&Message::Ready {
-        generation: cursor.generation.clone(),
-        seq: cursor.seq,
+        generation: generation.clone(),
+        seq: first.seq,
     })
     .await?;
 
@@ -167,8 +135,27 @@ where
             None => break false,
             Some(Message::Ping { id }) => tx.send(&Message::Pong { id }).await?,
             Some(Message::State(f)) => {
-                if let Some(answer) = cursor.take(&f) {
-                    tx.send(&answer).await?;
+                // Typed first: a malformed frame is a protocol error (exit 3).
+                let typed = state::StateFrame::from_message(&f)?;
+                let applied = core.lock().expect("core").apply(typed, epoch_ms());
+                match applied {
+                    // A new gen's snapshot (Node restarted): ready again, once per gen.
+                    Applied::Applied if f.kind == StateKind::Snapshot && f.generation != generation => {
+                        generation = f.generation.clone();
+                        tx.send(&Message::Ready {
+                            generation: generation.clone(),
+                            seq: f.seq,
+                        })
+                        .await?;
+                    }
+                    Applied::Applied | Applied::AwaitingSnapshot => {}
+                    Applied::ResyncNeeded { gen_id, seq } => {
+                        tx.send(&Message::Resync {
+                            generation: gen_id,
+                            seq,
+                        })
+                        .await?;
+                    }
                 }
             }
             Some(Message::Drain {
@@ -200,69 +187,4 @@ where
         let _ = tx.send(&Message::Drained).await;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Map;
-
-    fn frame(kind: StateKind, generation: &str, seq: u64) -> StateFrame {
-        StateFrame {
-            kind,
-            generation: generation.to_owned(),
-            seq,
-            body: Map::new(),
-        }
-    }
-
-    #[test]
-    fn changes_in_order_move_the_seq_silently() {
-        let mut c = StateCursor::new(&frame(StateKind::Snapshot, "g1", 4));
-        for (i, kind) in [StateKind::App, StateKind::Replicas, StateKind::Token]
-            .into_iter()
-            .enumerate()
-        {
-            assert_eq!(c.take(&frame(kind, "g1", 5 + i as u64)), None);
-        }
-        assert_eq!(c.seq, 7);
-    }
-
-    #[test]
-    fn a_gap_asks_once_for_a_snapshot_and_the_snapshot_answers_it() {
-        let mut c = StateCursor::new(&frame(StateKind::Snapshot, "g1", 4));
-        let resync = Some(Message::Resync {
-            generation: "g1".to_owned(),
-            seq: 4,
-        });
-        assert_eq!(c.take(&frame(StateKind::App, "g1", 6)), resync);
-        assert_eq!(c.take(&frame(StateKind::App, "g1", 7)), None, "asked once");
-        // The answer, same gen: no second ready.
-        assert_eq!(c.take(&frame(StateKind::Snapshot, "g1", 9)), None);
-        assert_eq!(c.take(&frame(StateKind::Domain, "g1", 10)), None);
-        assert_eq!((c.generation.as_str(), c.seq), ("g1", 10));
-        // A repeated seq is a gap too.
-        assert!(matches!(
-            c.take(&frame(StateKind::Domain, "g1", 10)),
-            Some(Message::Resync { .. })
-        ));
-    }
-
-    #[test]
-    fn a_new_gen_is_ready_again_after_its_snapshot() {
-        let mut c = StateCursor::new(&frame(StateKind::Snapshot, "g1", 4));
-        // Node restarted: a change of another gen is a gap.
-        assert!(matches!(
-            c.take(&frame(StateKind::App, "g2", 1)),
-            Some(Message::Resync { .. })
-        ));
-        assert_eq!(
-            c.take(&frame(StateKind::Snapshot, "g2", 0)),
-            Some(Message::Ready {
-                generation: "g2".to_owned(),
-                seq: 0
-            })
-        );
-        assert_eq!(c.take(&frame(StateKind::App, "g2", 1)), None);
-    }
 }

@@ -9,8 +9,8 @@
 //!   the caller of `drain` gives (`drainTimeoutMs`).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hyper::body::Incoming;
@@ -25,8 +25,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::core::Core;
 use crate::errors::shutting_down;
+use crate::fastpath::{FastPath, Settings};
 use crate::handoff::{AnswerBody, Handoff, error_response};
+use crate::upstream::Upstream;
 
 /// Pause after a failed `accept` (out of descriptors, say) before the next, so the loop does not spin.
 pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 50;
@@ -47,6 +50,7 @@ pub enum Phase {
 
 struct Shared {
     handoff: Handoff,
+    fast: FastPath,
     phase: AtomicU8,
     retry_after: u64,
 }
@@ -66,8 +70,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.listen` and starts serving.
-    pub async fn start(config: &Config) -> std::io::Result<Server> {
+    /// Binds `config.listen` and starts serving from `core` (the state the channel loop applies).
+    pub async fn start(config: &Config, core: Arc<Mutex<Core>>) -> std::io::Result<Server> {
         let listener = TcpListener::bind((config.listen.host.as_str(), config.listen.port)).await?;
         let port = listener.local_addr()?.port();
         let g = &config.gateway;
@@ -78,6 +82,16 @@ impl Server {
                 g.stream_idle_timeout_ms,
                 g.retry_after_seconds,
             ),
+            fast: FastPath {
+                core,
+                upstream: Upstream::new(),
+                settings: Settings {
+                    max_body_bytes: g.max_body_bytes,
+                    sync_timeout: Duration::from_millis(g.sync_timeout_ms),
+                    stream_idle: (g.stream_idle_timeout_ms > 0)
+                        .then(|| Duration::from_millis(g.stream_idle_timeout_ms)),
+                },
+            },
             phase: AtomicU8::new(Phase::Serving as u8),
             retry_after: g.retry_after_seconds,
         });
@@ -173,7 +187,8 @@ fn epoch_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One call: its request id, then the drain's 503 or the hand-off.
+/// One call: its request id, then the drain's 503, or the fast path (which hands off what it does not
+/// serve).
 async fn call(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
     let start_ms = epoch_ms();
     let mut buf = uuid::Uuid::encode_buffer();
@@ -181,7 +196,7 @@ async fn call(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<An
     if shared.phase() == Phase::Draining as u8 {
         return Ok(error_response(&shutting_down(shared.retry_after), id, true));
     }
-    let mut res = shared.handoff.forward(req, id, start_ms).await;
+    let mut res = shared.fast.call(&shared.handoff, req, id, start_ms).await;
     if shared.phase() != Phase::Serving as u8 {
         res.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -212,9 +227,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_keep_alive_connection_is_kept_as_long_as_the_gateway_keeps_it() {
         // No hand-off socket: every call is a 503 gateway_unavailable, on a connection kept alive.
-        let server = Server::start(&Config::example(0, "/nonexistent/apphost-handoff.sock"))
-            .await
-            .unwrap();
+        let config = Config::example(0, "/nonexistent/apphost-handoff.sock");
+        let core = Arc::new(Mutex::new(Core::new(&config)));
+        let server = Server::start(&config, core).await.unwrap();
         let stream = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await

@@ -414,7 +414,8 @@ async fn every_call_goes_to_node_whole_with_the_marker_and_comes_back_unchanged(
             (before..=after).contains(&start),
             "{start} not in {before}..={after}"
         );
-        assert_eq!(fields[3], "reason=not_served");
+        // Step 5: a token Node has not verified (none was pushed) is handed off as token_miss.
+        assert_eq!(fields[3], "reason=token_miss");
         ids.push(id.to_owned());
     }
     assert_ne!(ids[0], ids[1], "a request id per call");

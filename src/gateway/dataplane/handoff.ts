@@ -29,11 +29,13 @@ export const HANDOFF_REASONS = [
   'webhook',
   'token_miss',
   'no_replica',
+  /** Step 5: every ready replica is at its capacity; the queue stays Node's until step 6. */
+  'no_slot',
   'refused_check',
   'body_over_limit',
   'unknown_app',
   'domain',
-  /** Step 4: the data plane serves nothing yet and hands every call over. */
+  /** Step 4: every call; step 5: a path, method or Host the fast path does not serve (Node's 404/405/400). */
   'not_served',
 ] as const;
 export type HandoffReason = (typeof HANDOFF_REASONS)[number];

@@ -1,0 +1,453 @@
+//! The fast path (design §2, §8 step 5): the usual sync call served here, walked in the gateway's order —
+//! custom domain, route, auth, the gateway's query parameters, app look-up, body bound, body check, a
+//! free replica slot, the upstream call, the answer — and every other call handed to Node whole with the
+//! reason it left (handoff.rs). The data plane writes only the answers of calls it forwarded and the
+//! errors after dispatch (502 `upstream_unreachable`, 504 `upstream_timeout`, a refused call's `gaveUp`);
+//! every earlier refusal is Node's.
+//!
+//! A replica that refuses a call (`X-Apphost-Refused`, or a connection that was never made) is skipped for
+//! its block period and the call tries another (place.rs), up to `maxRetries`; with no free slot left the
+//! call goes to Node's queue with the deadline it had (reason `no_slot`). The slot is held until the
+//! answer's body ends; then the access line and the metrics are written (core.rs).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http_body_util::BodyExt;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+
+use crate::access_log::{AccessLine, duration_ms};
+use crate::answer::{self, SMALL_RESPONSE_BYTES, undici_head};
+use crate::auth::bearer_token;
+use crate::body;
+use crate::core::{Core, NoSlot};
+use crate::domain::{DomainHost, domain_host};
+use crate::errors::{ApiError, Refusal};
+use crate::handoff::{AnswerBody, CallBody, Handoff, IdleBody, Reason, error_response};
+use crate::place::{Next, Placement};
+use crate::query::{forward_query, gateway_params};
+use crate::refused::{REFUSED_HEADER, refusal_of};
+use crate::route::route;
+use crate::state::{DomainLookup, Runtime};
+use crate::tokens::TokenCheck;
+use crate::upstream::{Upstream, body_failure_of, build_request};
+
+/// The settings the fast path reads (from the `config` frame).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub max_body_bytes: u64,
+    pub sync_timeout: Duration,
+    /// `None`: no bound between body chunks.
+    pub stream_idle: Option<Duration>,
+}
+
+/// What the fast path needs besides the call.
+pub struct FastPath {
+    pub core: Arc<Mutex<Core>>,
+    pub upstream: Upstream,
+    pub settings: Settings,
+}
+
+fn epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The call as the data plane walks it.
+struct Call<'a> {
+    id: &'a str,
+    start_ms: u64,
+}
+
+/// Where a call goes after the walk before dispatch.
+enum Walked {
+    Serve {
+        parts: hyper::http::request::Parts,
+        body: Bytes,
+        project: String,
+        app: String,
+        path: String,
+    },
+    HandOff {
+        parts: hyper::http::request::Parts,
+        body: CallBody,
+        reason: Reason,
+    },
+}
+
+impl FastPath {
+    /// One call (not draining: server.rs answers that first).
+    pub async fn call(
+        &self,
+        handoff: &Handoff,
+        req: Request<Incoming>,
+        id: &str,
+        start_ms: u64,
+    ) -> Response<AnswerBody> {
+        let c = Call { id, start_ms };
+        match self.walk(req).await {
+            Walked::HandOff { parts, body, reason } => {
+                handoff.hand_off(parts, body, id, start_ms, reason, None).await
+            }
+            Walked::Serve {
+                parts,
+                body,
+                project,
+                app,
+                path,
+            } => self.serve(handoff, &c, parts, body, project, app, path).await,
+        }
+    }
+
+    /// Design §2's order up to the dispatch.
+    async fn walk(&self, req: Request<Incoming>) -> Walked {
+        let (parts, incoming) = req.into_parts();
+        let off = |parts, body, reason| Walked::HandOff { parts, body, reason };
+        // Custom domain: a mapped (or unusual) host is Node's until step 7.
+        let host = parts.headers.get(HOST).map(HeaderValue::as_bytes);
+        let domain = match domain_host(host) {
+            DomainHost::None => false,
+            DomainHost::HandOff => true,
+            DomainHost::Key(k) => {
+                let core = self.core.lock().expect("core");
+                !matches!(core.state.domain(&k), DomainLookup::NotFound)
+            }
+        };
+        if domain {
+            return off(parts, CallBody::stream(incoming), Reason::Domain);
+        }
+        // Route: anything but the plain run path is Node's (its 404/405/400 included).
+        let routed = route(parts.method.as_str(), parts.uri.path());
+        let target = match (routed.target, routed.refusal) {
+            (Some(t), None) => t,
+            _ => return off(parts, CallBody::stream(incoming), Reason::NotServed),
+        };
+        // Auth: a token Node verified for this project, still within its `until`.
+        let token = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| bearer_token(v.as_bytes()));
+        let Some(token) = token else {
+            return off(parts, CallBody::stream(incoming), Reason::TokenMiss);
+        };
+        let now = epoch_ms();
+        let (verified, app) = {
+            let mut core = self.core.lock().expect("core");
+            let verified =
+                core.state.tokens().check(token, &target.project_id, now as u64) == TokenCheck::Verified;
+            let app = core
+                .state
+                .app(&target.project_id, &target.app_name)
+                .map(|a| (a.runtime, a.functions.as_ref().map(|f| f.contains(&target.path))));
+            (verified, app)
+        };
+        if !verified {
+            return off(parts, CallBody::stream(incoming), Reason::TokenMiss);
+        }
+        // The gateway's own query parameters.
+        let (is_async, webhook) = gateway_params(parts.uri.query().unwrap_or(""));
+        if is_async {
+            return off(parts, CallBody::stream(incoming), Reason::Async);
+        }
+        if webhook {
+            return off(parts, CallBody::stream(incoming), Reason::Webhook);
+        }
+        // The app, and a Cortex function it is known to export.
+        let runtime = match app {
+            None => return off(parts, CallBody::stream(incoming), Reason::UnknownApp),
+            Some((Runtime::Cortex, _)) if target.path.is_empty() || target.path.contains(['/', '%']) => {
+                return off(parts, CallBody::stream(incoming), Reason::UnknownApp);
+            }
+            Some((Runtime::Cortex, Some(false))) => {
+                return off(parts, CallBody::stream(incoming), Reason::UnknownApp);
+            }
+            Some((r, _)) => r,
+        };
+        // The body, read whole up to the bound.
+        let limit = self.settings.max_body_bytes;
+        let declared = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            return off(parts, CallBody::stream(incoming), Reason::BodyOverLimit);
+        }
+        let mut incoming = incoming;
+        let mut read: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        let mut first: Option<Bytes> = None;
+        loop {
+            let frame = match incoming.frame().await {
+                None => break,
+                Some(Ok(f)) => f,
+                // The caller's body broke: Node meets the same break (and answers as it does).
+                Some(Err(_)) => {
+                    let got = take_read(first, read);
+                    return off(parts, CallBody::prefixed(got, incoming), Reason::NotServed);
+                }
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            let total = first.as_ref().map_or(0, Bytes::len) + read.len() + data.len();
+            if first.is_none() && read.is_empty() {
+                first = Some(data);
+            } else {
+                if let Some(f) = first.take() {
+                    read.extend_from_slice(&f);
+                }
+                read.extend_from_slice(&data);
+            }
+            if total as u64 > limit {
+                let got = take_read(first, read);
+                return off(parts, CallBody::prefixed(got, incoming), Reason::BodyOverLimit);
+            }
+        }
+        let body = take_read(first, read);
+        if runtime == Runtime::Cortex && !body::accepts(&body) {
+            return off(parts, CallBody::whole(body), Reason::RefusedCheck);
+        }
+        Walked::Serve {
+            parts,
+            body,
+            project: target.project_id,
+            app: target.app_name,
+            path: target.path,
+        }
+    }
+
+    /// Places the call on a replica (retrying refusals elsewhere) and answers with the app's answer.
+    #[allow(clippy::too_many_arguments)]
+    async fn serve(
+        &self,
+        handoff: &Handoff,
+        c: &Call<'_>,
+        parts: hyper::http::request::Parts,
+        body: Bytes,
+        project: String,
+        app: String,
+        path: String,
+    ) -> Response<AnswerBody> {
+        let key = format!("{project}/{app}");
+        let query = forward_query(parts.uri.query().unwrap_or(""));
+        let mut placement = Placement::new();
+        let mut requeue: Option<i64> = None;
+        let call = self.core.lock().expect("core").call_id();
+        loop {
+            let now = epoch_ms();
+            let slot = self.core.lock().expect("core").acquire(&key, call, requeue, now);
+            let slot = match slot {
+                Ok(s) => s,
+                Err(why) => {
+                    let reason = match why {
+                        NoSlot::NoReplica => Reason::NoReplica,
+                        NoSlot::Full => Reason::NoSlot,
+                    };
+                    let deadline = requeue.map(|d| d.max(0) as u64);
+                    return handoff
+                        .hand_off(parts, CallBody::whole(body), c.id, c.start_ms, reason, deadline)
+                        .await;
+                }
+            };
+            let Some(req) = build_request(&slot.url, &path, &query, &parts.headers, c.id, body.clone())
+            else {
+                // A URL or header the client cannot write: Node's undici decides.
+                self.core.lock().expect("core").release(&key, call, epoch_ms());
+                return handoff
+                    .hand_off(
+                        parts,
+                        CallBody::whole(body),
+                        c.id,
+                        c.start_ms,
+                        Reason::NotServed,
+                        None,
+                    )
+                    .await;
+            };
+            let sent = tokio::time::timeout(self.settings.sync_timeout, self.upstream.send(req)).await;
+            let (refusal, detail) = match sent {
+                Err(_) => {
+                    let f = crate::upstream_failure::UpstreamFailure::HeadTimeout;
+                    return self.fail(c, &key, call, &project, &app, f.error(), true);
+                }
+                Ok(Err(f)) if f.not_connected() => (Refusal::Unreachable, Some(f.reason())),
+                Ok(Err(f)) => return self.fail(c, &key, call, &project, &app, f.error(), true),
+                Ok(Ok(res)) => {
+                    let refused = refusal_of(
+                        res.status().as_u16(),
+                        res.headers().get(REFUSED_HEADER).map(HeaderValue::as_bytes),
+                    );
+                    match refused {
+                        None => return self.answer(c, key, call, project, app, res).await,
+                        Some(r) => (r, None),
+                    }
+                }
+            };
+            let now = epoch_ms();
+            let mut core = self.core.lock().expect("core");
+            core.metrics.refused(&project, &app, refusal.as_str());
+            let settings = core.place;
+            match placement.refused(&app, refusal, detail, now, &settings) {
+                Next::Retry {
+                    block_ms,
+                    requeue_deadline,
+                } => {
+                    core.refuse(&key, call, block_ms, now);
+                    requeue = Some(requeue_deadline);
+                }
+                Next::GiveUp { block_ms, error } => {
+                    core.refuse(&key, call, block_ms, now);
+                    drop(core);
+                    return self.fail(c, &key, call, &project, &app, error, false);
+                }
+            }
+        }
+    }
+
+    /// An error after dispatch, as the gateway writes it; `release`: the call still holds its slot.
+    #[allow(clippy::too_many_arguments)]
+    fn fail(
+        &self,
+        c: &Call<'_>,
+        key: &str,
+        call: u64,
+        project: &str,
+        app: &str,
+        error: ApiError,
+        release: bool,
+    ) -> Response<AnswerBody> {
+        if release {
+            self.core.lock().expect("core").release(key, call, epoch_ms());
+        }
+        let (status, code) = (error.status, error.code);
+        let res = error_response(&error, c.id, false);
+        let (res, body) = res.into_parts();
+        let done = self.done(
+            c,
+            None,
+            project.to_owned(),
+            app.to_owned(),
+            status,
+            Some(code),
+            "sync",
+        );
+        Response::from_parts(res, body.on_end(done))
+    }
+
+    /// What runs when the answer is done with: the slot freed, the metrics and the access line.
+    #[allow(clippy::too_many_arguments)]
+    fn done(
+        &self,
+        c: &Call<'_>,
+        slot: Option<(String, u64)>,
+        project: String,
+        app: String,
+        status: u16,
+        code: Option<&'static str>,
+        mode: &'static str,
+    ) -> crate::handoff::OnEnd {
+        let core = self.core.clone();
+        let id = c.id.to_owned();
+        let start_ms = c.start_ms as i64;
+        Box::new(move |ended| {
+            let now = epoch_ms();
+            let flush = {
+                let mut core = core.lock().expect("core");
+                if let Some((key, call)) = &slot {
+                    core.release(key, *call, now);
+                }
+                let seconds = (now - start_ms).max(0) as f64 / 1000.0;
+                core.metrics.call(&project, &app, mode, status, seconds);
+                core.log(&AccessLine {
+                    time_ms: now,
+                    request_id: &id,
+                    method: "POST",
+                    status,
+                    code,
+                    duration_ms: duration_ms(start_ms, now),
+                    aborted: !ended,
+                    mode,
+                    project: Some(&project),
+                    app: Some(&app),
+                })
+            };
+            if flush {
+                schedule_flush(core);
+            }
+        })
+    }
+
+    /// The app's answer, head by answer.rs; read whole when small, else streamed with the idle bound.
+    async fn answer(
+        &self,
+        c: &Call<'_>,
+        key: String,
+        call: u64,
+        project: String,
+        app: String,
+        res: Response<Incoming>,
+    ) -> Response<AnswerBody> {
+        let (parts, incoming) = res.into_parts();
+        let head = undici_head(parts.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
+        let status = parts.status.as_u16();
+        let idle = IdleBody::new(incoming, self.settings.stream_idle);
+        let (a, body) = if answer::reads_whole(&head, SMALL_RESPONSE_BYTES) {
+            let whole = match idle.collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => {
+                    let f = body_failure_of(e.as_ref());
+                    return self.fail(c, &key, call, &project, &app, f.error(), true);
+                }
+            };
+            let a = answer::answer(status, &head, Some(whole.len()), c.id);
+            (a, AnswerBody::whole(whole))
+        } else {
+            let a = answer::answer(status, &head, None, c.id);
+            (a, AnswerBody::stream(idle))
+        };
+        let mode = if a.stream { "stream" } else { "sync" };
+        let mut out = Response::new(if a.body == answer::Body::Empty {
+            AnswerBody::whole(Bytes::new())
+        } else {
+            body
+        });
+        *out.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let h = out.headers_mut();
+        for (name, value) in &a.headers {
+            let bytes: Vec<u8> = value.chars().map(|ch| ch as u32 as u8).collect();
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_bytes(&bytes),
+            ) {
+                h.append(n, v);
+            }
+        }
+        let done = self.done(c, Some((key, call)), project, app, status, None, mode);
+        let (parts, body) = out.into_parts();
+        Response::from_parts(parts, body.on_end(done))
+    }
+}
+
+fn take_read(first: Option<Bytes>, read: Vec<u8>) -> Bytes {
+    match first {
+        Some(f) => f,
+        None => Bytes::from(read),
+    }
+}
+
+/// Writes the access lines of this turn once the turn's other tasks have run (one write per turn).
+fn schedule_flush(core: Arc<Mutex<Core>>) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        core.lock()
+            .expect("core")
+            .flush_log(&mut std::io::stdout().lock());
+        return;
+    };
+    rt.spawn(async move {
+        tokio::task::yield_now().await;
+        core.lock()
+            .expect("core")
+            .flush_log(&mut std::io::stdout().lock());
+    });
+}

@@ -1,0 +1,644 @@
+//! Step 5 end to end: the built binary on a socketpair (fd 3) fed real state frames as Node feeds them,
+//! real HTTP servers on TCP standing in for app replicas, a real HTTP server on a Unix socket standing in
+//! for Node's hand-off server, and real HTTP clients on the gateway port. The usual call is served
+//! without touching the hand-off socket; every other call reaches Node with its reason.
+
+mod support;
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use apphost_dataplane::channel::FrameReader;
+use apphost_dataplane::config::Config;
+use apphost_dataplane::frame::encode;
+use apphost_dataplane::message::Message;
+use apphost_dataplane::tokens::digest;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::HeaderMap;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{Notify, mpsc};
+
+const WAIT: Duration = Duration::from_secs(10);
+const TOKEN: &str = "tok-p";
+
+/// A request as a stand-in (replica or Node) received it.
+#[derive(Debug)]
+struct Seen {
+    uri: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+fn seen_of(parts: &hyper::http::request::Parts, body: Bytes) -> Seen {
+    Seen {
+        uri: parts.uri.to_string(),
+        headers: parts.headers.clone(),
+        body,
+    }
+}
+
+type Out = Full<Bytes>;
+
+/// Serves `handler` on every connection `accept` yields.
+fn serve<S, F>(listener: S, handler: F)
+where
+    S: Accept + Send + 'static,
+    F: Fn(Request<Incoming>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Out>> + Send>>
+        + Send
+        + Sync
+        + 'static,
+{
+    let handler = Arc::new(handler);
+    tokio::spawn(async move {
+        loop {
+            let io = listener.next().await;
+            let h = handler.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let h = h.clone();
+                async move { Ok::<_, Infallible>(h(req).await) }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+}
+
+trait Accept {
+    type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
+    fn next(&self) -> impl std::future::Future<Output = Self::Io> + Send;
+}
+
+impl Accept for TcpListener {
+    type Io = TokioIo<TcpStream>;
+    async fn next(&self) -> Self::Io {
+        let (s, _) = self.accept().await.unwrap();
+        s.set_nodelay(true).unwrap();
+        TokioIo::new(s)
+    }
+}
+
+impl Accept for UnixListener {
+    type Io = TokioIo<tokio::net::UnixStream>;
+    async fn next(&self) -> Self::Io {
+        TokioIo::new(self.accept().await.unwrap().0)
+    }
+}
+
+/// Node's hand-off server: answers 201 `node:<body>`, reports each call.
+struct Node {
+    dir: PathBuf,
+    socket: PathBuf,
+    seen: mpsc::UnboundedReceiver<Seen>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn node() -> Node {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "apphost-dataplane-fast-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("handoff.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (tx, seen) = mpsc::unbounded_channel();
+    serve(listener, move |req| {
+        let tx = tx.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            let text = format!("node:{}", String::from_utf8_lossy(&body));
+            let _ = tx.send(seen_of(&parts, body));
+            Response::builder()
+                .status(201)
+                .header("x-from-node", "yes")
+                .body(Full::new(Bytes::from(text)))
+                .unwrap()
+        })
+    });
+    Node { dir, socket, seen }
+}
+
+/// A replica: `/echo` answers 200 with the request it got; `/multi` a head with repeated names;
+/// `/empty` 204; `/hold` waits for `gate`; `/slow` never answers; with `at_capacity`, every call is
+/// refused 429 `X-Apphost-Refused: at_capacity`.
+struct Replica {
+    url: String,
+    seen: mpsc::UnboundedReceiver<Seen>,
+    gate: Arc<Notify>,
+}
+
+async fn replica(at_capacity: bool) -> Replica {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let (tx, seen) = mpsc::unbounded_channel();
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    serve(listener, move |req| {
+        let (tx, gate) = (tx.clone(), g.clone());
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            let path = parts.uri.path().to_owned();
+            let _ = tx.send(seen_of(&parts, body.clone()));
+            if at_capacity {
+                return Response::builder()
+                    .status(429)
+                    .header("x-apphost-refused", " At_Capacity ")
+                    .body(Full::new(Bytes::from_static(b"busy")))
+                    .unwrap();
+            }
+            match path.as_str() {
+                "/multi" => Response::builder()
+                    .header("x-multi", "a")
+                    .header("x-multi", "b")
+                    .header("etag", "\"1\"")
+                    .header("etag", "\"2\"")
+                    .header("x-request-id", "from-app")
+                    .header("connection", "x-hop")
+                    .header("x-hop", "1")
+                    .body(Full::new(Bytes::from_static(b"multi")))
+                    .unwrap(),
+                "/empty" => Response::builder()
+                    .status(204)
+                    .header("content-type", "text/plain")
+                    .body(Full::new(Bytes::new()))
+                    .unwrap(),
+                "/hold" => {
+                    gate.notified().await;
+                    Response::new(Full::new(Bytes::from_static(b"held")))
+                }
+                "/slow" => std::future::pending().await,
+                _ => Response::builder()
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(format!(
+                        "app:{}",
+                        String::from_utf8_lossy(&body)
+                    ))))
+                    .unwrap(),
+            }
+        })
+    });
+    Replica { url, seen, gate }
+}
+
+/// A replica that closes every connection without an answer.
+async fn hangup() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            drop(s);
+        }
+    });
+    url
+}
+
+/// A URL nothing listens on.
+fn dead() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("http://127.0.0.1:{port}")
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn app(name: &str, runtime: &str, upstream: &str, capacity: u32, functions: Value) -> Value {
+    json!({
+        "projectId": "p", "appName": name, "runtime": runtime, "upstream": upstream,
+        "ready": true, "gracePeriodSeconds": 30, "functions": functions,
+        "pool": {"capacity": capacity, "maxQueue": 64, "queueTimeoutMs": 30000, "coldStartTimeoutMs": 60000, "retryAfterSeconds": 1}
+    })
+}
+
+/// The state of every test: app `a` (custom) on `replicas`, `c` (cortex, exports `greet`) on the first
+/// replica, `one` (capacity 1) on the first replica, `z` without a replica; a token of project `p`.
+fn snapshot(replicas: &[&str]) -> Value {
+    let list: Vec<Value> = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, u)| json!({"id": format!("r{i}"), "url": u}))
+        .collect();
+    let first = json!([{"id": "r0", "url": replicas[0]}]);
+    json!({
+        "v": 1, "type": "snapshot", "gen": "g1", "seq": 1,
+        "apps": [
+            app("a", "custom", replicas[0], 8, Value::Null),
+            app("c", "cortex", replicas[0], 8, json!(["greet"])),
+            app("one", "custom", replicas[0], 1, Value::Null),
+            app("z", "custom", "http://z.p:8080", 8, Value::Null),
+        ],
+        "replicas": [
+            {"key": "p/a", "replicas": list},
+            {"key": "p/c", "replicas": first},
+            {"key": "p/one", "replicas": first},
+        ],
+        "failures": [], "domains": [],
+        "tokens": [{"sha256": hex(&digest(TOKEN.as_bytes())), "projectId": "p", "until": epoch_ms() + 600_000}],
+    })
+}
+
+struct Plane {
+    child: Child,
+    rx: FrameReader<OwnedReadHalf>,
+    tx: OwnedWriteHalf,
+    port: u16,
+}
+
+impl Plane {
+    async fn start(socket: &Path, snapshot: Value, tweak: impl FnOnce(&mut Config)) -> Plane {
+        let (child, ours) = support::spawn();
+        ours.set_nonblocking(true).unwrap();
+        let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut plane = Plane {
+            child,
+            rx: FrameReader::new(r),
+            tx: w,
+            port,
+        };
+        assert!(matches!(plane.next().await, Some(Message::Hello { .. })));
+        let mut config = Config::example(plane.port, socket.to_str().unwrap());
+        tweak(&mut config);
+        plane.send(&Message::Config(Box::new(config))).await;
+        plane.send_json(snapshot).await;
+        assert!(matches!(plane.next().await, Some(Message::Ready { .. })));
+        plane
+    }
+
+    async fn next(&mut self) -> Option<Message> {
+        tokio::time::timeout(WAIT, self.rx.next()).await.unwrap().unwrap()
+    }
+
+    async fn send(&mut self, m: &Message) {
+        self.tx.write_all(&m.to_frame().unwrap()).await.unwrap();
+    }
+
+    async fn send_json(&mut self, v: Value) {
+        let frame = encode(&serde_json::to_vec(&v).unwrap()).unwrap();
+        self.tx.write_all(&frame).await.unwrap();
+    }
+
+    async fn exit(self) -> Output {
+        let Plane { child, rx, tx, .. } = self;
+        drop((rx, tx));
+        tokio::task::spawn_blocking(move || support::wait(child))
+            .await
+            .unwrap()
+    }
+}
+
+type Caller = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn caller(port: u16) -> Caller {
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+async fn call(
+    c: &mut Caller,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (Response<()>, String) {
+    let mut req = Request::builder().method(method).uri(path);
+    if !headers.iter().any(|(k, _)| *k == "host") {
+        req = req.header("host", "gw.example:8080");
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_owned()))).unwrap();
+    let res = tokio::time::timeout(WAIT, c.send_request(req))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    let body = tokio::time::timeout(WAIT, body.collect())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    (
+        Response::from_parts(parts, ()),
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// method, path, headers, body, the reason expected.
+type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str, &'a str);
+
+const AUTH: (&str, &str) = ("authorization", "Bearer tok-p");
+
+async fn recv(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap()
+}
+
+fn reason_of(s: &Seen) -> String {
+    let m = s.headers["x-apphost-handoff"].to_str().unwrap();
+    m.split("; ")
+        .find_map(|f| f.strip_prefix("reason="))
+        .unwrap()
+        .to_owned()
+}
+
+fn lines(res: &Response<()>) -> Vec<(String, String)> {
+    res.headers()
+        .iter()
+        .filter(|(n, _)| *n != "date")
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_usual_call_is_served_without_node_with_the_request_id_both_ways_and_an_access_line() {
+    let mut node = node().await;
+    let mut r = replica(false).await;
+    let plane = Plane::start(&node.socket, snapshot(&[&r.url]), |_| {}).await;
+    let mut c = caller(plane.port).await;
+    let (res, body) = call(
+        &mut c,
+        "POST",
+        "/v4/p/a/echo?b=%20&c=%C3%A4&x",
+        &[AUTH, ("x-custom", "1"), ("connection", "x-hop"), ("x-hop", "h")],
+        "{\"n\":1}",
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(body, "app:{\"n\":1}");
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(id.len(), 36);
+    let got = recv(&mut r.seen).await;
+    assert_eq!(
+        got.uri, "/echo?b=+&c=%C3%A4&x=",
+        "the query as URLSearchParams writes it"
+    );
+    assert_eq!(got.headers["x-request-id"], id.as_str(), "the same id upstream");
+    assert_eq!(got.headers["x-custom"], "1");
+    assert_eq!(got.headers["host"], r.url.strip_prefix("http://").unwrap());
+    for dropped in ["authorization", "x-hop", "connection"] {
+        assert!(got.headers.get(dropped).is_none(), "{dropped} is not forwarded");
+    }
+    assert_eq!(got.body, "{\"n\":1}");
+    assert!(
+        node.seen.try_recv().is_err(),
+        "Node's hand-off socket was not used"
+    );
+
+    let out = plane.exit().await;
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("an access line for {id}: {stdout}"));
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["mode"].clone(),
+            v["project"].clone(),
+            v["app"].clone(),
+            v["aborted"].clone()
+        ),
+        (json!(200), json!("sync"), json!("p"), json!("a"), json!(false))
+    );
+}
+
+#[tokio::test]
+async fn the_answer_head_is_the_gateways() {
+    let node = node().await;
+    let r = replica(false).await;
+    let plane = Plane::start(&node.socket, snapshot(&[&r.url]), |_| {}).await;
+    let mut c = caller(plane.port).await;
+    let (res, body) = call(&mut c, "POST", "/v4/p/a/multi", &[AUTH], "").await;
+    assert_eq!((res.status().as_u16(), body.as_str()), (200, "multi"));
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(
+        lines(&res),
+        vec![
+            ("x-request-id".into(), id),
+            ("x-multi".into(), "a".into()),
+            ("x-multi".into(), "b".into()),
+            ("etag".into(), "\"1\"".into()),
+            ("etag".into(), "\"2\"".into()),
+            ("content-type".into(), "application/octet-stream".into()),
+            ("content-length".into(), "5".into()),
+        ],
+        "X-Request-Id first and ours, repeated names line by line, Connection-listed dropped, octet-stream"
+    );
+    let (res, body) = call(&mut c, "POST", "/v4/p/a/empty", &[AUTH], "").await;
+    assert_eq!((res.status().as_u16(), body.as_str()), (204, ""));
+    assert!(res.headers().get("content-type").is_none(), "204 is sent bare");
+    assert!(res.headers().get("content-length").is_none());
+}
+
+#[tokio::test]
+async fn every_other_call_reaches_node_with_its_reason() {
+    let mut node = node().await;
+    let r = replica(false).await;
+    let mut plane = Plane::start(&node.socket, snapshot(&[&r.url]), |c| {
+        c.gateway.max_body_bytes = 16
+    })
+    .await;
+    let mut c = caller(plane.port).await;
+    let long = "x".repeat(100);
+    let cases: Vec<Case> = vec![
+        ("GET", "/v4/p/a/echo", vec![AUTH], "", "not_served"),
+        ("POST", "/healthz", vec![AUTH], "", "not_served"),
+        ("POST", "/v4/p/a/echo", vec![], "", "token_miss"),
+        (
+            "POST",
+            "/v4/p/a/echo",
+            vec![("authorization", "Bearer other")],
+            "",
+            "token_miss",
+        ),
+        (
+            "POST",
+            "/v4/q/a/echo",
+            vec![("authorization", "Bearer tok-p")],
+            "",
+            "token_miss",
+        ),
+        ("POST", "/v4/p/a/echo?async=false", vec![AUTH], "", "async"),
+        (
+            "POST",
+            "/v4/p/a/echo?webhook%45ndpoint=h",
+            vec![AUTH],
+            "",
+            "webhook",
+        ),
+        ("POST", "/v4/p/nope/echo", vec![AUTH], "", "unknown_app"),
+        ("POST", "/v4/p/c/other", vec![AUTH], "{}", "unknown_app"),
+        ("POST", "/v4/p/a/echo", vec![AUTH], &long, "body_over_limit"),
+        ("POST", "/v4/p/c/greet", vec![AUTH], "not json", "refused_check"),
+        ("POST", "/v4/p/z/echo", vec![AUTH], "", "no_replica"),
+        (
+            "POST",
+            "/v4/p/a/echo",
+            vec![AUTH, ("host", "[::1]:8080")],
+            "",
+            "domain",
+        ),
+    ];
+    for (method, path, headers, body, reason) in cases {
+        let (res, answer) = call(&mut c, method, path, &headers, body).await;
+        assert_eq!(res.status(), 201, "{path}: Node answered");
+        assert_eq!(
+            answer,
+            format!("node:{body}"),
+            "{path}: the whole body reached Node"
+        );
+        let s = recv(&mut node.seen).await;
+        assert_eq!(reason_of(&s), reason, "{method} {path}");
+        assert_eq!(s.body, body, "{path}");
+        let marker = s.headers["x-apphost-handoff"].to_str().unwrap();
+        assert!(marker.starts_with("v=1; id="), "{marker}");
+    }
+    // A full app (capacity 1, one call held): no_slot.
+    let mut held = caller(plane.port).await;
+    let hold = tokio::spawn(async move { call(&mut held, "POST", "/v4/p/one/hold", &[AUTH], "").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (res, _) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 201);
+    assert_eq!(reason_of(&recv(&mut node.seen).await), "no_slot");
+    r.gate.notify_one();
+    let (res, body) = hold.await.unwrap();
+    assert_eq!((res.status().as_u16(), body.as_str()), (200, "held"));
+    // Its slot is free again once the answer ended: served here.
+    let (res, _) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 200);
+    assert!(node.seen.try_recv().is_err());
+    // A token pushed later is served from then on (the channel loop applies token frames).
+    let late = "tok-late";
+    plane
+        .send_json(json!({"v": 1, "type": "token", "gen": "g1", "seq": 2,
+            "sha256": hex(&digest(late.as_bytes())), "projectId": "p", "until": epoch_ms() + 600_000}))
+        .await;
+    plane.send(&Message::Ping { id: 9 }).await;
+    assert_eq!(plane.next().await, Some(Message::Pong { id: 9 }));
+    let (res, _) = call(
+        &mut c,
+        "POST",
+        "/v4/p/a/echo",
+        &[("authorization", "Bearer tok-late")],
+        "",
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    assert!(node.seen.try_recv().is_err());
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_refusing_replica_is_skipped_for_another() {
+    let node = node().await;
+    let mut busy = replica(true).await;
+    let mut ok = replica(false).await;
+    let down = dead();
+    let plane = Plane::start(&node.socket, snapshot(&[&busy.url, &down, &ok.url]), |_| {}).await;
+    let mut c = caller(plane.port).await;
+    for _ in 0..3 {
+        let (res, body) = call(&mut c, "POST", "/v4/p/a/echo", &[AUTH], "x").await;
+        assert_eq!((res.status().as_u16(), body.as_str()), (200, "app:x"));
+        let got = recv(&mut ok.seen).await;
+        assert_eq!(got.body, "x");
+    }
+    assert!(
+        busy.seen.try_recv().is_ok(),
+        "the busy replica was tried and refused"
+    );
+}
+
+#[tokio::test]
+async fn errors_after_dispatch_are_the_gateways() {
+    let node = node().await;
+    let r = replica(false).await;
+    let closer = hangup().await;
+    let (d1, d2) = (dead(), dead());
+    // a: a replica that hangs up; one: a silent one (sync bound 300 ms); z... set below.
+    let mut snap = snapshot(&[&closer]);
+    snap["apps"][2] = app("one", "custom", &r.url, 1, Value::Null);
+    snap["replicas"][2] = json!({"key": "p/one", "replicas": [{"id": "r0", "url": r.url}]});
+    snap["apps"][3] = app("z", "custom", &d1, 8, Value::Null);
+    snap["replicas"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "p/z", "replicas": [{"id": "d1", "url": d1}, {"id": "d2", "url": d2}]}));
+    let plane = Plane::start(&node.socket, snap, |c| {
+        c.gateway.sync_timeout_ms = 300;
+        c.balancer.max_retries = 1;
+    })
+    .await;
+    let mut c = caller(plane.port).await;
+
+    let (res, body) = call(&mut c, "POST", "/v4/p/a/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 502);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_unreachable", "{body}");
+    assert_eq!(v["error"]["reason"], "UND_ERR_SOCKET", "{body}");
+    assert_eq!(res.headers()["content-type"], "application/json; charset=utf-8");
+
+    let started = std::time::Instant::now();
+    let (res, body) = call(&mut c, "POST", "/v4/p/one/slow", &[AUTH], "").await;
+    assert_eq!(res.status(), 504, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_timeout");
+    // The slot of the timed-out call is free again.
+    let (res, _) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 200);
+
+    // Both replicas refuse the connection: retried once (max_retries 1), then the gateway's 502.
+    let (res, body) = call(&mut c, "POST", "/v4/p/z/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 502, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_unreachable");
+    assert_eq!(v["error"]["reason"], "unreachable", "{body}");
+    assert_eq!(v["error"]["detail"], "ECONNREFUSED", "{body}");
+    drop(node);
+}
