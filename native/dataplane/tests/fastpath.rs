@@ -539,6 +539,29 @@ async fn every_other_call_reaches_node_with_its_reason() {
         let marker = s.headers["x-apphost-handoff"].to_str().unwrap();
         assert!(marker.starts_with("v=1; id="), "{marker}");
     }
+    // A chunked body (no Content-Length) over the bound while read: what was read and the rest reach Node.
+    let mut raw = TcpStream::connect(("127.0.0.1", plane.port)).await.unwrap();
+    let head = "POST /v4/p/a/echo HTTP/1.1\r\nhost: gw.example\r\nauthorization: Bearer tok-p\r\ntransfer-encoding: chunked\r\n\r\n";
+    raw.write_all(head.as_bytes()).await.unwrap();
+    for _ in 0..10 {
+        raw.write_all(b"a\r\nxxxxxxxxxx\r\n").await.unwrap();
+    }
+    raw.write_all(b"0\r\n\r\n").await.unwrap();
+    let mut got = Vec::new();
+    let want = format!("node:{long}");
+    while !String::from_utf8_lossy(&got).contains(&want) {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(WAIT, raw.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let s = recv(&mut node.seen).await;
+    assert_eq!(reason_of(&s), "body_over_limit");
+    assert_eq!(s.body, long);
+
     // A full app (capacity 1, one call held): no_slot.
     let mut held = caller(plane.port).await;
     let hold = tokio::spawn(async move { call(&mut held, "POST", "/v4/p/one/hold", &[AUTH], "").await });
