@@ -150,8 +150,15 @@ test-cluster: check-cluster-root deps-node deps-cluster images images-test
 test-python: deps-python
 	cd runtime/python && .venv/bin/python -m pytest -q
 
+# The gateway suites that serve through frontGateway / entry.ts, run again with the native data plane in
+# front (design §7; their setup builds it with make build-native). processes.test.ts stays node-only (v1
+# refuses native with several processes), main.test.ts starts the CLI in node mode.
+NATIVE_GATEWAY_SUITES := $(addprefix test/integration/gateway/,gateway.test.ts balancing.test.ts \
+  body-rules.test.ts sync-calls.test.ts webhook-outage.test.ts sigkill.test.ts)
+
 test-unit: deps
 	vitest run
+	APPHOST_TEST_DATA_PLANE=native vitest run $(NATIVE_GATEWAY_SUITES)
 
 # The data plane's unit tests and its binary's tests (native/dataplane/tests: the binary on a real socketpair).
 test-native: deps-rust
