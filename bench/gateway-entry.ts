@@ -23,6 +23,11 @@ const apps = JSON.parse(process.env.APPHOST_BENCH_APPS ?? '[]') as ResolvedApp[]
 const resolver: AppResolver = {
   resolve: (projectId, appName) => apps.find((a) => a.projectId === projectId && a.appName === appName),
   resolveHost: () => undefined,
+  // The app table of native mode's data plane (its snapshot); the apps never change here.
+  watchApps: (sink) => {
+    for (const a of apps) sink.setApp(a);
+    return () => {};
+  },
 };
 // APPHOST_BENCH_LIMITER=off: calls go straight to the app's upstream, the balancer bypassed (the
 // baseline of the limiter's cost). Imported in the serving process only: a primary loads no undici.

@@ -179,7 +179,15 @@ export async function serveGateway(opts: {
   const callback = gateway.callback();
   // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket.
   const front = feed
-    ? await startNativeFront({ env, log, registry, callback, feed, ...opts.dataPlane })
+    ? await startNativeFront({
+        env,
+        log,
+        registry,
+        callback,
+        feed,
+        replicasReported: resolver.watchReplicas !== undefined,
+        ...opts.dataPlane,
+      })
     : undefined;
   let server: Server;
   if (front) server = front.server;

@@ -65,6 +65,12 @@ describe('the config frame', () => {
     });
   });
 
+  it('says routing service when the resolver reports no replicas (Node then calls the app as a whole)', () => {
+    const cfg = parseGatewayEnv({ ...base, APPHOST_GATEWAY_ROUTING: 'endpoints' });
+    expect(dataPlaneConfig(cfg, '/x/handoff.sock').balancer.routing).toBe('endpoints');
+    expect(dataPlaneConfig(cfg, '/x/handoff.sock', false).balancer.routing).toBe('service');
+  });
+
   it('sends a token table of 0 when the token cache is off (Node remembers nothing to push)', () => {
     const cfg = parseGatewayEnv({ ...base, APPHOST_RUN_TOKEN_CACHE_TTL_MS: '0' });
     expect(dataPlaneConfig(cfg, '/x/handoff.sock').tokenCacheMaxEntries).toBe(0);

@@ -11,7 +11,13 @@ import type { ConfigMessage } from './protocol.ts';
  */
 export const HANDOFF_MARGIN_MS = 5_000;
 
-export function dataPlaneConfig(env: GatewayEnv, handoffSocket: string): ConfigMessage {
+/**
+ * `replicasReported`: whether the gateway's resolver reports replicas (`watchReplicas`). Without it Node's
+ * balancer calls the app's upstream while it is ready (`createAppCaller`'s `replicasReported: false`),
+ * whatever APPHOST_GATEWAY_ROUTING says, and the data plane must do the same: it is told `service`, the
+ * routing in which it does so (the feed sends it no replicas either way).
+ */
+export function dataPlaneConfig(env: GatewayEnv, handoffSocket: string, replicasReported = true): ConfigMessage {
   const g = gatewaySettings(env);
   const b = balancerSettings(env);
   return {
@@ -38,7 +44,7 @@ export function dataPlaneConfig(env: GatewayEnv, handoffSocket: string): ConfigM
       unreachableBlockMs: b.unreachableBlockMs,
       maxRetries: b.maxRetries,
       retryAfterSeconds: b.retryAfterSeconds,
-      routing: env.APPHOST_GATEWAY_ROUTING,
+      routing: replicasReported ? env.APPHOST_GATEWAY_ROUTING : 'service',
     },
     tokenCacheMaxEntries:
       env.APPHOST_RUN_TOKEN_CACHE_TTL_MS > 0 ? env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES : 0,

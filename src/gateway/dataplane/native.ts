@@ -42,6 +42,8 @@ export async function startNativeFront(opts: {
   registry: Registry;
   callback: (req: IncomingMessage, res: ServerResponse) => void;
   feed: StateFeed;
+  /** Whether the resolver reports replicas (`watchReplicas`); without, the data plane routes as `service`. */
+  replicasReported: boolean;
   /** Replaces the real spawn (tests of faults the binary cannot produce). */
   spawn?: SpawnDataPlane;
 }): Promise<NativeFront> {
@@ -63,7 +65,7 @@ export async function startNativeFront(opts: {
       spawnDataPlane(env.APPHOST_GATEWAY_DATA_PLANE_BIN, {
         APPHOST_GATEWAY_DATA_PLANE_THREADS: String(env.APPHOST_GATEWAY_DATA_PLANE_THREADS),
       }),
-    config: dataPlaneConfig({ ...env, APPHOST_GATEWAY_PORT: port }, path),
+    config: dataPlaneConfig({ ...env, APPHOST_GATEWAY_PORT: port }, path, opts.replicasReported),
     feed: opts.feed,
     log: log.child({ component: 'dataplane' }),
     registry: opts.registry,

@@ -223,7 +223,7 @@ export async function frontGateway(
   opts.resolver?.watchReplicas?.({ ...feed.replicas });
   const supervisor = superviseDataPlane({
     spawn: spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' }),
-    config: dataPlaneConfig(env, path),
+    config: dataPlaneConfig(env, path, opts.resolver?.watchReplicas !== undefined),
     feed,
     log,
     registry,
