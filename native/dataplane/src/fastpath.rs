@@ -234,11 +234,24 @@ impl FastPath {
         let mut placement = Placement::new();
         let mut requeue: Option<i64> = None;
         let call = self.core.lock().expect("core").call_id();
+        let mut held = Held {
+            core: &self.core,
+            key,
+            call,
+            armed: false,
+        };
         loop {
             let now = epoch_ms();
-            let slot = self.core.lock().expect("core").acquire(&key, call, requeue, now);
+            let slot = self
+                .core
+                .lock()
+                .expect("core")
+                .acquire(&held.key, call, requeue, now);
             let slot = match slot {
-                Ok(s) => s,
+                Ok(s) => {
+                    held.armed = true;
+                    s
+                }
                 Err(why) => {
                     let reason = match why {
                         NoSlot::NoReplica => Reason::NoReplica,
@@ -253,7 +266,11 @@ impl FastPath {
             let Some(req) = build_request(&slot.url, &path, &query, &parts.headers, c.id, body.clone())
             else {
                 // A URL or header the client cannot write: Node's undici decides.
-                self.core.lock().expect("core").release(&key, call, epoch_ms());
+                held.armed = false;
+                self.core
+                    .lock()
+                    .expect("core")
+                    .release(&held.key, call, epoch_ms());
                 return handoff
                     .hand_off(
                         parts,
@@ -269,22 +286,28 @@ impl FastPath {
             let (refusal, detail) = match sent {
                 Err(_) => {
                     let f = crate::upstream_failure::UpstreamFailure::HeadTimeout;
-                    return self.fail(c, &key, call, &project, &app, f.error(), true);
+                    held.armed = false;
+                    return self.fail(c, &held.key, call, &project, &app, f.error(), true);
                 }
                 Ok(Err(f)) if f.not_connected() => (Refusal::Unreachable, Some(f.reason())),
-                Ok(Err(f)) => return self.fail(c, &key, call, &project, &app, f.error(), true),
+                Ok(Err(f)) => {
+                    held.armed = false;
+                    return self.fail(c, &held.key, call, &project, &app, f.error(), true);
+                }
                 Ok(Ok(res)) => {
                     let refused = refusal_of(
                         res.status().as_u16(),
                         res.headers().get(REFUSED_HEADER).map(HeaderValue::as_bytes),
                     );
                     match refused {
-                        None => return self.answer(c, key, call, project, app, res).await,
+                        None => return self.answer(c, held, project, app, res).await,
                         Some(r) => (r, None),
                     }
                 }
             };
             let now = epoch_ms();
+            // The slot goes back below (refuse), whatever comes next.
+            held.armed = false;
             let mut core = self.core.lock().expect("core");
             core.metrics.refused(&project, &app, refusal.as_str());
             let settings = core.place;
@@ -293,13 +316,13 @@ impl FastPath {
                     block_ms,
                     requeue_deadline,
                 } => {
-                    core.refuse(&key, call, block_ms, now);
+                    core.refuse(&held.key, call, block_ms, now);
                     requeue = Some(requeue_deadline);
                 }
                 Next::GiveUp { block_ms, error } => {
-                    core.refuse(&key, call, block_ms, now);
+                    core.refuse(&held.key, call, block_ms, now);
                     drop(core);
-                    return self.fail(c, &key, call, &project, &app, error, false);
+                    return self.fail(c, &held.key, call, &project, &app, error, false);
                 }
             }
         }
@@ -382,8 +405,7 @@ impl FastPath {
     async fn answer(
         &self,
         c: &Call<'_>,
-        key: String,
-        call: u64,
+        mut held: Held<'_>,
         project: String,
         app: String,
         res: Response<Incoming>,
@@ -397,7 +419,8 @@ impl FastPath {
                 Ok(b) => b.to_bytes(),
                 Err(e) => {
                     let f = body_failure_of(e.as_ref());
-                    return self.fail(c, &key, call, &project, &app, f.error(), true);
+                    held.armed = false;
+                    return self.fail(c, &held.key, held.call, &project, &app, f.error(), true);
                 }
             };
             let a = answer::answer(status, &head, Some(whole.len()), c.id);
@@ -423,9 +446,41 @@ impl FastPath {
                 h.append(n, v);
             }
         }
-        let done = self.done(c, Some((key, call)), project, app, status, None, mode);
+        // From here the answer's end gives the slot back (done, run when the body ends or is dropped).
+        held.armed = false;
+        let done = self.done(
+            c,
+            Some((std::mem::take(&mut held.key), held.call)),
+            project,
+            app,
+            status,
+            None,
+            mode,
+        );
         let (parts, body) = out.into_parts();
         Response::from_parts(parts, body.on_end(done))
+    }
+}
+
+/// A slot a call holds while its future may still be dropped (the caller went away mid-call: hyper drops
+/// the call's future, and the upstream call with it): given back then, as the gateway releases a lease
+/// when the caller aborts. `armed` is cleared where the slot is given back or passed on (a refusal, an
+/// error after dispatch, or the answer, whose end gives it back).
+struct Held<'a> {
+    core: &'a Mutex<Core>,
+    key: String,
+    call: u64,
+    armed: bool,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // Never poisoned in practice; a poisoned lock is left alone rather than panicking in drop.
+            if let Ok(mut core) = self.core.lock() {
+                core.release(&self.key, self.call, epoch_ms());
+            }
+        }
     }
 }
 

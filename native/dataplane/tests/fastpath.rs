@@ -665,3 +665,36 @@ async fn errors_after_dispatch_are_the_gateways() {
     assert_eq!(v["error"]["detail"], "ECONNREFUSED", "{body}");
     drop(node);
 }
+
+#[tokio::test]
+async fn a_caller_that_goes_away_frees_its_slot() {
+    let mut node = node().await;
+    let mut r = replica(false).await;
+    let plane = Plane::start(&node.socket, snapshot(&[&r.url]), |c| {
+        c.gateway.sync_timeout_ms = 1_000
+    })
+    .await;
+    // App `one` has one slot. A caller takes it with a call the app holds, then hangs up (a client
+    // timeout): the upstream call is dropped with it, and so must be the slot.
+    let mut gone = TcpStream::connect(("127.0.0.1", plane.port)).await.unwrap();
+    gone.write_all(
+        format!(
+            "POST /v4/p/one/slow HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {TOKEN}\r\ncontent-length: 0\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(recv(&mut r.seen).await.uri, "/slow");
+    drop(gone);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    let mut c = caller(plane.port).await;
+    let (res, body) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "hi").await;
+    assert_eq!(
+        (res.status().as_u16(), body.as_str()),
+        (200, "app:hi"),
+        "served, not handed off"
+    );
+    assert!(node.seen.try_recv().is_err(), "nothing went to Node");
+}
