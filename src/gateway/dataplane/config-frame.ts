@@ -17,7 +17,11 @@ export const HANDOFF_MARGIN_MS = 5_000;
  * whatever APPHOST_GATEWAY_ROUTING says, and the data plane must do the same: it is told `service`, the
  * routing in which it does so (the feed sends it no replicas either way).
  */
-export function dataPlaneConfig(env: GatewayEnv, handoffSocket: string, replicasReported = true): ConfigMessage {
+export function dataPlaneConfig(
+  env: GatewayEnv,
+  handoffSocket: string,
+  replicasReported = true,
+): ConfigMessage {
   const g = gatewaySettings(env);
   const b = balancerSettings(env);
   return {
