@@ -92,18 +92,33 @@ describe.skipIf(!!skip)(
     };
     const metrics = async () => (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
 
-    it('the data plane serves the port and hands the call to Node: the app answers, with one request id', async () => {
-      const res = await call({ x: 1 });
-      const text = await res.body.text();
-      expect(res.statusCode, text).toBe(200);
+    const handoffs = async () =>
+      [...(await metrics()).matchAll(/apphost_gateway_dataplane_handoffs_total\{reason="(\w+)"\} (\d+)/g)]
+        .filter((m) => m[2] !== '0')
+        .map((m) => `${m[1]} ${m[2]}`);
+
+    it("a token's first call is handed to Node; Node's verified token is pushed and the next call is served by the data plane", async () => {
+      const first = await call({ x: 1 });
+      const text = await first.body.text();
+      expect(first.statusCode, text).toBe(200);
       expect(JSON.parse(text)).toEqual({ echo: { x: 1 } });
-      const id = res.headers['x-request-id'];
+      const id = first.headers['x-request-id'];
       expect(id).toMatch(/^[0-9a-f-]{36}$/);
       // Node logged the handed-off call under the data plane's id.
       await waitFor('the access line', async () => readFileSync(logFile, 'utf8').includes(String(id)), 5_000);
-      const m = await metrics();
-      expect(m).toMatch(/apphost_gateway_dataplane_handoffs_total\{reason="not_served"\} [1-9]/);
-      expect(m).toMatch(/apphost_gateway_dataplane_up 1/);
+      expect(await handoffs()).toEqual(['token_miss 1']);
+      // The token frame Node sent on remembering it lets the data plane serve the next call itself.
+      await waitFor(
+        'the token applied',
+        async () => {
+          const res = await call({ x: 2 });
+          expect(res.statusCode).toBe(200);
+          expect(await res.body.json()).toEqual({ echo: { x: 2 } });
+          return (await handoffs()).join() === 'token_miss 1';
+        },
+        5_000,
+      );
+      expect(await metrics()).toMatch(/apphost_gateway_dataplane_up 1/);
     });
 
     it('a pre-dispatch refusal is Node’s answer, through the data plane', async () => {
