@@ -197,3 +197,11 @@ it("keeps an idle connection longer than the data plane's pool does (native/data
   expect(poolIdleMs).toBeGreaterThan(0);
   expect(HANDOFF_KEEP_ALIVE_TIMEOUT_MS).toBeGreaterThan(poolIdleMs);
 });
+
+it('knows every reason the data plane sends, and no other (native/dataplane/src/handoff.rs Reason::as_str)', () => {
+  // A reason the data plane sends and this server does not know is a 400 for every such call.
+  const rust = readFileSync(join(import.meta.dirname, '../../../native/dataplane/src/handoff.rs'), 'utf8');
+  const sent = [...rust.matchAll(/Reason::[A-Za-z]+ => "([a-z_]+)"/g)].map((m) => m[1]);
+  expect(sent.length).toBeGreaterThan(0);
+  expect(new Set(sent)).toEqual(new Set(HANDOFF_REASONS));
+});
