@@ -31,6 +31,7 @@ import { maxOverlap } from '../../harness/overlap.ts';
 import {
   closeServer,
   frontGateway,
+  frontVerifier,
   type Runtime,
   replicaResolver,
   resolvedApp,
@@ -64,18 +65,20 @@ async function startGateway(
   balancerOver: Partial<typeof DEFAULT_BALANCER_SETTINGS> = {},
   registry = new Registry(),
 ): Promise<string> {
+  const verifier = frontVerifier(createRunTokenVerifier(() => keys));
+  const balancer = { ...DEFAULT_BALANCER_SETTINGS, ...balancerOver };
   const gateway = createGateway({
     resolver,
-    verifyRunToken: createRunTokenVerifier(() => keys),
+    verifyRunToken: verifier,
     nc,
     secretBox: createSecretBox('test-platform-key-0123456789'),
     log: silentLogger(),
     registry,
     settings: DEFAULT_GATEWAY_SETTINGS,
-    balancer: createObservedBalancer({ ...DEFAULT_BALANCER_SETTINGS, ...balancerOver }, registry),
+    balancer: createObservedBalancer(balancer, registry),
   });
   gateways.push(gateway);
-  const l = await frontGateway(gateway, { resolver });
+  const l = await frontGateway(gateway, { resolver, verifier, balancer });
   servers.push(l.server);
   return l.url;
 }

@@ -21,6 +21,7 @@ import { type NatsServer, startNats } from '../../harness/nats.ts';
 import {
   closeServer,
   frontGateway,
+  frontVerifier,
   type Runtime,
   resolvedApp,
   startRuntime,
@@ -44,16 +45,18 @@ beforeAll(async () => {
   await ensureRunsInfrastructure(jsm);
   await ensureWebhooksStream(jsm);
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
+  const resolver = staticResolver([resolvedApp(P, 'hello', runtime.url, { functions: ['echo'] })]);
+  const verifier = frontVerifier(createRunTokenVerifier(() => keys));
   gateway = createGateway({
-    resolver: staticResolver([resolvedApp(P, 'hello', runtime.url, { functions: ['echo'] })]),
-    verifyRunToken: createRunTokenVerifier(() => keys),
+    resolver,
+    verifyRunToken: verifier,
     nc,
     secretBox: createSecretBox('body-rules-platform-key-0123'),
     log: silentLogger(),
     registry: new Registry(),
     settings: DEFAULT_GATEWAY_SETTINGS,
   });
-  ({ server, url: base } = await frontGateway(gateway));
+  ({ server, url: base } = await frontGateway(gateway, { resolver, verifier }));
 });
 
 afterAll(async () => {

@@ -32,6 +32,7 @@ import { freePort, waitFor } from '../../harness/process.ts';
 import {
   closeServer,
   frontGateway,
+  frontVerifier,
   listen,
   type Runtime,
   resolvedApp,
@@ -119,21 +120,20 @@ beforeAll(async () => {
     app('down', { upstream: `http://127.0.0.1:${await freePort()}` }),
     app('starting', { ready: false }),
   );
+  const verifier = frontVerifier(createRunTokenVerifier(() => keys));
+  const settings = { ...DEFAULT_GATEWAY_SETTINGS, syncTimeoutMs: SYNC_TIMEOUT_MS, maxBodyBytes: MAX_BODY };
+  const balancerSettings = { ...DEFAULT_BALANCER_SETTINGS, coldStartTimeoutMs: 500, unreachableBlockMs: 20 };
   gateway = createGateway({
     resolver,
-    verifyRunToken: createRunTokenVerifier(() => keys),
+    verifyRunToken: verifier,
     nc,
     secretBox,
     log: silentLogger(),
     registry: new Registry(),
-    settings: { ...DEFAULT_GATEWAY_SETTINGS, syncTimeoutMs: SYNC_TIMEOUT_MS, maxBodyBytes: MAX_BODY },
-    balancer: createBalancer({
-      ...DEFAULT_BALANCER_SETTINGS,
-      coldStartTimeoutMs: 500,
-      unreachableBlockMs: 20,
-    }),
+    settings,
+    balancer: createBalancer(balancerSettings),
   });
-  const l = await frontGateway(gateway, { resolver });
+  const l = await frontGateway(gateway, { resolver, verifier, settings, balancer: balancerSettings });
   server = l.server;
   base = l.url;
 });

@@ -6,19 +6,25 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
+import type { BalancerSettings } from '../../../src/gateway/balancer/balancer.ts';
 import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.ts';
 import { dataPlaneConfig } from '../../../src/gateway/dataplane/config-frame.ts';
 import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
 import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
+import type { ConfigMessage } from '../../../src/gateway/dataplane/protocol.ts';
 import { spawnDataPlane, superviseDataPlane } from '../../../src/gateway/dataplane/supervise.ts';
+import type { GatewaySettings } from '../../../src/gateway/settings.ts';
+import { cachedRunTokenVerifier, type RememberedToken } from '../../../src/gateway/token-cache.ts';
 import type {
   AppResolver,
   AppSink,
+  MaybePromise,
   ReplicaSink,
   ResolvedApp,
   StartFailure,
 } from '../../../src/shared/contracts/seams.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
+import type { RunTokenClaims, RunTokenVerifier } from '../../../src/shared/run-tokens.ts';
 import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
 import { buildDataPlane } from './dataplane-binary.ts';
 
@@ -194,8 +200,16 @@ const FRONT_READY_TIMEOUT_MS = 20_000;
  */
 export async function frontGateway(
   gateway: { callback(): (req: IncomingMessage, res: ServerResponse) => void },
-  /** `mode`: this front whatever the suite's APPHOST_TEST_DATA_PLANE (a suite comparing both). */
-  opts: { resolver?: AppResolver; mode?: 'node' | 'native' } = {},
+  opts: {
+    resolver?: AppResolver;
+    /** The gateway's `verifyRunToken`, made by `frontVerifier`: its verified tokens are pushed. */
+    verifier?: object;
+    /** The gateway's settings and balancer settings, when not the defaults: the data plane gets the same. */
+    settings?: GatewaySettings;
+    balancer?: BalancerSettings;
+    /** This front whatever the suite's APPHOST_TEST_DATA_PLANE (a suite comparing both). */
+    mode?: 'node' | 'native';
+  } = {},
 ): Promise<{ server: Server; url: string }> {
   const mode = opts.mode ?? process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
   if (mode === 'node') return listen(gateway.callback());
@@ -213,17 +227,23 @@ export async function frontGateway(
     APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '2000',
     APPHOST_LOG_LEVEL: 'warn',
   });
+  const balancer = opts.balancer ?? balancerSettings(env);
   const feed = createStateFeed({
     gen: `front-${port}`,
-    balancer: balancerSettings(env),
+    balancer,
     tokenCacheMaxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
     now: Date.now,
   });
   const stopApps = opts.resolver?.watchApps?.(feed.apps);
+  if (opts.verifier) relays.get(opts.verifier)?.attach((t) => feed.remember(t));
   opts.resolver?.watchReplicas?.({ ...feed.replicas });
   const supervisor = superviseDataPlane({
     spawn: spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' }),
-    config: dataPlaneConfig(env, path, opts.resolver?.watchReplicas !== undefined),
+    config: withSettings(
+      dataPlaneConfig(env, path, opts.resolver?.watchReplicas !== undefined),
+      opts.settings,
+      balancer,
+    ),
     feed,
     log,
     registry,
@@ -242,4 +262,64 @@ export async function frontGateway(
     stopApps?.();
   });
   return { server: handoff.server, url: `http://127.0.0.1:${port}` };
+}
+
+/** The config frame with a suite's own gateway and balancer settings. */
+function withSettings(c: ConfigMessage, g: GatewaySettings | undefined, b: BalancerSettings): ConfigMessage {
+  return {
+    ...c,
+    gateway: {
+      ...c.gateway,
+      ...(g
+        ? {
+            maxBodyBytes: g.maxBodyBytes,
+            syncTimeoutMs: g.syncTimeoutMs,
+            streamIdleTimeoutMs: g.streamIdleTimeoutMs,
+            retryAfterSeconds: g.retryAfterSeconds,
+            syncRecordsPerAppPerSecond: g.syncRecordsPerAppPerSecond,
+            syncRecordsPerSecond: g.syncRecordsPerSecond,
+          }
+        : {}),
+      coldStartTimeoutMs: b.coldStartTimeoutMs,
+    },
+    balancer: {
+      ...c.balancer,
+      queueTimeoutMs: b.queueTimeoutMs,
+      queueDepthFactor: b.queueDepthFactor,
+      maxQueuePerApp: b.maxQueuePerApp,
+      capacityBlockMs: b.capacityBlockMs,
+      unreachableBlockMs: b.unreachableBlockMs,
+      maxRetries: b.maxRetries,
+      retryAfterSeconds: b.retryAfterSeconds,
+    },
+  };
+}
+
+/** Relays of the verifiers `frontVerifier` made: tokens remembered before the front exists are kept. */
+const relays = new WeakMap<object, { attach(sink: (t: RememberedToken) => void): void }>();
+
+/**
+ * The run-token verifier a suite gives its gateway: `verify` itself in node mode (as the suites always
+ * had it); in native mode the gateway's cache over it (as serve.ts builds it), whose remembered tokens
+ * `frontGateway(gateway, { verifier })` pushes to the data plane, so it serves repeated calls itself.
+ */
+export function frontVerifier(
+  verify: RunTokenVerifier,
+  mode = process.env.APPHOST_TEST_DATA_PLANE ?? 'node',
+): (token: string) => MaybePromise<RunTokenClaims> {
+  if (mode !== 'native') return verify;
+  const held: RememberedToken[] = [];
+  let sink: ((t: RememberedToken) => void) | undefined;
+  const cached = cachedRunTokenVerifier(verify, {
+    ttlMs: 60_000,
+    maxEntries: 10_000,
+    onRemember: (t) => (sink ? sink(t) : held.push(t)),
+  });
+  relays.set(cached, {
+    attach(s) {
+      sink = s;
+      for (const t of held.splice(0)) s(t);
+    },
+  });
+  return cached;
 }

@@ -29,6 +29,7 @@ import { call as apiCall, type RunningApi, startApi } from '../management/server
 import {
   closeServer,
   frontGateway,
+  frontVerifier,
   type Runtime,
   resolvedApp,
   startRuntime,
@@ -89,24 +90,26 @@ beforeAll(async () => {
     resolvedApp(P, 'hello', runtime.url, { functions: ['echo', 'sleep', 'boom', 'ticks', 'forever'] }),
     resolvedApp(P, 'other', runtime.url, { functions: ['echo'] }),
   );
+  const verifier = frontVerifier(createRunTokenVerifier(() => ({ keys: [keys] })));
+  const settings = {
+    ...DEFAULT_GATEWAY_SETTINGS,
+    syncTimeoutMs: 3_000,
+    // Every call of this test is recorded: the bounds have their own unit test.
+    syncRecordsPerAppPerSecond: 1_000,
+    syncRecordsPerSecond: 1_000,
+  };
   gateway = createGateway({
     resolver,
-    verifyRunToken: createRunTokenVerifier(() => ({ keys: [keys] })),
+    verifyRunToken: verifier,
     nc,
     secretBox: createSecretBox('test-platform-key-0123456789'),
     log: silentLogger(),
     registry: new Registry(),
-    settings: {
-      ...DEFAULT_GATEWAY_SETTINGS,
-      syncTimeoutMs: 3_000,
-      // Every call of this test is recorded: the bounds have their own unit test.
-      syncRecordsPerAppPerSecond: 1_000,
-      syncRecordsPerSecond: 1_000,
-    },
+    settings,
     balancer: createBalancer(DEFAULT_BALANCER_SETTINGS),
     runStore: runs,
   });
-  const l = await frontGateway(gateway, { resolver });
+  const l = await frontGateway(gateway, { resolver, verifier, settings });
   server = l.server;
   base = l.url;
   const store = createMemoryStore({ projects: { [P]: ['hello', 'other'], theirs: ['hello'] } });

@@ -20,6 +20,7 @@ import { waitFor } from '../../harness/process.ts';
 import {
   closeServer,
   frontGateway,
+  frontVerifier,
   type Runtime,
   resolvedApp,
   startRuntime,
@@ -46,16 +47,19 @@ beforeAll(async () => {
   nc = await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
   await ensureWebhooksStream(await jetstreamManager(nc));
   token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
+  const resolver = staticResolver([resolvedApp(P, 'hello', runtime.url)]);
+  const verifier = frontVerifier(createRunTokenVerifier(() => keys));
+  const settings = { ...DEFAULT_GATEWAY_SETTINGS, webhookPublishTimeoutMs: 1_000 };
   gateway = createGateway({
-    resolver: staticResolver([resolvedApp(P, 'hello', runtime.url)]),
-    verifyRunToken: createRunTokenVerifier(() => keys),
+    resolver,
+    verifyRunToken: verifier,
     nc,
     secretBox: createSecretBox('outage-test-platform-key-0123'),
     log: silentLogger(),
     registry,
-    settings: { ...DEFAULT_GATEWAY_SETTINGS, webhookPublishTimeoutMs: 1_000 },
+    settings,
   });
-  ({ server, url: base } = await frontGateway(gateway));
+  ({ server, url: base } = await frontGateway(gateway, { resolver, verifier, settings }));
 });
 
 afterAll(async () => {
