@@ -17,6 +17,7 @@ use apphost_dataplane::config::Config;
 use apphost_dataplane::frame::encode;
 use apphost_dataplane::message::Message;
 use apphost_dataplane::tokens::digest;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::HeaderMap;
@@ -47,7 +48,28 @@ fn seen_of(parts: &hyper::http::request::Parts, body: Bytes) -> Seen {
     }
 }
 
-type Out = Full<Bytes>;
+type Out = BoxBody<Bytes, Infallible>;
+
+fn full(b: Bytes) -> Out {
+    Full::new(b).boxed()
+}
+
+/// A body fed chunk by chunk (an event stream).
+struct Chunks(mpsc::UnboundedReceiver<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.get_mut()
+            .0
+            .poll_recv(cx)
+            .map(|c| c.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
 
 /// Serves `handler` on every connection `accept` yields.
 fn serve<S, F>(listener: S, handler: F)
@@ -131,7 +153,7 @@ async fn node() -> Node {
             Response::builder()
                 .status(201)
                 .header("x-from-node", "yes")
-                .body(Full::new(Bytes::from(text)))
+                .body(full(Bytes::from(text)))
                 .unwrap()
         })
     });
@@ -164,7 +186,7 @@ async fn replica(at_capacity: bool) -> Replica {
                 return Response::builder()
                     .status(429)
                     .header("x-apphost-refused", " At_Capacity ")
-                    .body(Full::new(Bytes::from_static(b"busy")))
+                    .body(full(Bytes::from_static(b"busy")))
                     .unwrap();
             }
             match path.as_str() {
@@ -176,21 +198,45 @@ async fn replica(at_capacity: bool) -> Replica {
                     .header("x-request-id", "from-app")
                     .header("connection", "x-hop")
                     .header("x-hop", "1")
-                    .body(Full::new(Bytes::from_static(b"multi")))
+                    .body(full(Bytes::from_static(b"multi")))
                     .unwrap(),
                 "/empty" => Response::builder()
                     .status(204)
                     .header("content-type", "text/plain")
-                    .body(Full::new(Bytes::new()))
+                    .body(full(Bytes::new()))
                     .unwrap(),
                 "/hold" => {
                     gate.notified().await;
-                    Response::new(Full::new(Bytes::from_static(b"held")))
+                    Response::new(full(Bytes::from_static(b"held")))
                 }
                 "/slow" => std::future::pending().await,
+                // An event stream: one event now, the next when `gate` is notified.
+                "/sse" => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tx.send(Bytes::from_static(b"data: 1\n\n")).unwrap();
+                    tokio::spawn(async move {
+                        gate.notified().await;
+                        let _ = tx.send(Bytes::from_static(b"data: 2\n\n"));
+                    });
+                    Response::builder()
+                        .header("content-type", "Text/Event-Stream")
+                        .header("cache-control", "max-age=60")
+                        .body(Chunks(rx).boxed())
+                        .unwrap()
+                }
+                // A streamed answer that goes silent after its first chunk (the sender kept, never used).
+                "/stall" => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tx.send(Bytes::from_static(b"first")).unwrap();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        drop(tx);
+                    });
+                    Response::new(Chunks(rx).boxed())
+                }
                 _ => Response::builder()
                     .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(format!(
+                    .body(full(Bytes::from(format!(
                         "app:{}",
                         String::from_utf8_lossy(&body)
                     ))))
@@ -697,4 +743,68 @@ async fn a_caller_that_goes_away_frees_its_slot() {
         "served, not handed off"
     );
     assert!(node.seen.try_recv().is_err(), "nothing went to Node");
+}
+
+#[tokio::test]
+async fn an_event_stream_is_passed_event_by_event_and_a_silent_stream_is_cut_at_its_idle_bound() {
+    let node = node().await;
+    let r = replica(false).await;
+    let plane = Plane::start(&node.socket, snapshot(&[&r.url]), |c| {
+        c.gateway.stream_idle_timeout_ms = 300;
+    })
+    .await;
+    let mut c = caller(plane.port).await;
+    let req = Request::post("/v4/p/a/sse")
+        .header("host", "gw.example")
+        .header(AUTH.0, AUTH.1)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let res = tokio::time::timeout(WAIT, c.send_request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let h = res.headers();
+    assert_eq!(h["content-type"], "text/event-stream; charset=utf-8");
+    assert_eq!(h["cache-control"], "no-cache");
+    assert!(h.get("content-length").is_none());
+    let mut body = res.into_body();
+    let first = tokio::time::timeout(WAIT, body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.into_data().unwrap(),
+        "data: 1\n\n",
+        "the first event before the stream ends"
+    );
+    r.gate.notify_one();
+    let second = tokio::time::timeout(WAIT, body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.into_data().unwrap(), "data: 2\n\n");
+
+    let mut c = caller(plane.port).await;
+    let req = Request::post("/v4/p/a/stall")
+        .header("host", "gw.example")
+        .header(AUTH.0, AUTH.1)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let res = tokio::time::timeout(WAIT, c.send_request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let got = tokio::time::timeout(WAIT, res.into_body().collect())
+        .await
+        .unwrap();
+    assert!(got.is_err(), "the caller's answer is cut, not ended");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cut at the idle bound, not the app's 30 s"
+    );
 }
