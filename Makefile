@@ -178,7 +178,7 @@ deps-bench:
 	@hack/apt-ensure.sh deps-bench /usr/bin/wrk=wrk /usr/sbin/nginx=nginx-light || \
 	  echo "deps-bench: going on without them: autocannon instead of wrk, no nginx rows" >&2
 
-bench: deps deps-bench build
+bench: deps deps-bench build build-native
 	node bench/run.ts
 
 bench-profile: deps deps-bench build

@@ -69,13 +69,17 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     report.unavailable('sync', 'all', ctx.loadMissing ?? 'no load generator');
     return;
   }
-  const [rt, gw, gw2, bare, token] = await Promise.all([
+  const [rt, gw, gw2, bare, token, native] = await Promise.all([
     ctx.parts.runtime(),
     ctx.parts.gateway(),
     ctx.parts.gatewayTwoProcesses(),
     ctx.parts.bareProxy(),
     ctx.parts.token(),
+    // The same gateway with the Rust data plane on its port (docs/design/native-data-plane.md): a row of
+    // its own until native is the default, so both stay measured in one run.
+    ctx.parts.gatewayNative().catch((e: unknown) => e as Error),
   ]);
+  if (native instanceof Error) report.unavailable('sync', 'gateway (native data plane) → runtime', native.message);
   const json = { 'content-type': 'application/json' };
 
   let nginx: Nginx | undefined;
@@ -110,7 +114,24 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     headers: viaGateway.headers,
     pid: gw2.pid,
   };
-  const variants = [direct, ...(viaNginx ? [viaNginx] : []), viaBare, viaGateway, viaGateway2];
+  // Node's pid: its CPU and memory are counted with its children's, so the data plane's are in.
+  const viaNative: Variant | undefined =
+    native instanceof Error
+      ? undefined
+      : {
+          name: 'gateway (native data plane) → runtime',
+          url: `${native.url}/v4/${PROJECT}/${APP}/echo`,
+          headers: viaGateway.headers,
+          pid: native.pid,
+        };
+  const variants = [
+    direct,
+    ...(viaNginx ? [viaNginx] : []),
+    viaBare,
+    viaGateway,
+    viaGateway2,
+    ...(viaNative ? [viaNative] : []),
+  ];
 
   const spec = (v: Variant, durationSeconds: number): LoadSpec => ({
     url: v.url,
@@ -147,6 +168,7 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   }
   const peak = procStatusBytes(gw.pid, 'VmHWM');
   const peak2 = treeStatusBytes(gw2.pid, 'VmHWM');
+  const peakNative = viaNative?.pid ? treeStatusBytes(viaNative.pid, 'VmHWM') : Number.NaN;
   const rssAfter = procStatusBytes(gw.pid, 'VmRSS');
   const mem = await gatewayMemory(gw.opsUrl);
 
@@ -201,6 +223,29 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     });
   }
   if (!viaNginx) report.unavailable('sync', 'ratio gateway/nginx', 'no nginx row');
+  if (viaNative?.best) {
+    const n = viaNative.best;
+    const nativeCpu = viaNative.cpuMsPerRequest ?? Number.NaN;
+    report.row({
+      benchmark: 'sync',
+      variant: 'gateway (native data plane) CPU per request',
+      other:
+        `≈${fmtCpuMs(nativeCpu)} per call, Node and the data plane added up (Node's share ` +
+        `${fmtCpuMs(viaNative.primaryCpuMsPerRequest ?? Number.NaN)}); node mode ≈${fmtCpuMs(viaGateway.cpuMsPerRequest ?? Number.NaN)}`,
+    });
+    for (const base of [direct, viaNginx]) {
+      if (!base?.best) continue;
+      const b = base.best;
+      report.row({
+        benchmark: 'sync',
+        variant: `ratio gateway (native data plane)/${base === direct ? 'direct' : 'nginx'}`,
+        throughput: fmtRatio(n.rps, b.rps),
+        p50: fmtRatio(n.p50Ms, b.p50Ms),
+        p99: fmtRatio(n.p99Ms, b.p99Ms),
+        other: `added p50 ${fmtMs(n.p50Ms - b.p50Ms)}, p99 ${fmtMs(n.p99Ms - b.p99Ms)}`,
+      });
+    }
+  }
   const b = viaBare.best as LoadResult;
   const gatewayCpu = viaGateway.cpuMsPerRequest ?? Number.NaN;
   const bareCpu = viaBare.cpuMsPerRequest ?? Number.NaN;
@@ -221,10 +266,12 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   const d1 = await single(direct);
   const b1 = await single(viaBare);
   const g1 = await single(viaGateway);
+  const n1 = viaNative ? await single(viaNative) : undefined;
   for (const [name, r] of [
     ['direct runtime, 1 connection', d1],
     ['bare Node proxy → runtime, 1 connection', b1],
     ['gateway → runtime, 1 connection', g1],
+    ...(n1 ? ([['gateway (native data plane) → runtime, 1 connection', n1]] as const) : []),
   ] as const) {
     report.row({
       benchmark: 'sync',
@@ -253,4 +300,11 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     variant: 'gateway ×2 processes peak RSS',
     other: `${fmtBytes(peak2)}: VmHWM of the primary and its 2 processes added up, at the same load (the primary's ${fmtBytes(procStatusBytes(gw2.pid, 'VmHWM'))}; 1 process: ${fmtBytes(peak)})`,
   });
+  if (viaNative?.pid) {
+    report.row({
+      benchmark: 'memory',
+      variant: 'gateway (native data plane) peak RSS',
+      other: `${fmtBytes(peakNative)}: VmHWM of Node and the data plane added up, at the same load (Node's ${fmtBytes(procStatusBytes(viaNative.pid, 'VmHWM'))}; node mode: ${fmtBytes(peak)})`,
+    });
+  }
 }
