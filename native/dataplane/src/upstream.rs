@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -97,6 +97,9 @@ pub fn build_request(
         let value = HeaderValue::from_bytes(&latin1_bytes(&value)).ok()?;
         h.append(name, value);
     }
+    // undici sends a Buffer body's length, 0 included; hyper writes none for an empty body, and an app
+    // server may refuse a POST without one (411).
+    h.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     req.body(Full::new(body)).ok()
 }
 
@@ -191,6 +194,7 @@ mod tests {
                 ("content-type".to_owned(), b"application/json".to_vec()),
                 ("x-latin".to_owned(), b"caf\xe9".to_vec()),
                 ("x-request-id".to_owned(), b"id-1".to_vec()),
+                ("content-length".to_owned(), b"2".to_vec()),
             ]
         );
     }

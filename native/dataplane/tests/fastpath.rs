@@ -473,6 +473,11 @@ async fn the_usual_call_is_served_without_node_with_the_request_id_both_ways_and
         node.seen.try_recv().is_err(),
         "Node's hand-off socket was not used"
     );
+    // An empty body reaches the app with its length, as undici sends it.
+    let (res, _) = call(&mut c, "POST", "/v4/p/a/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 200);
+    let got = recv(&mut r.seen).await;
+    assert_eq!(got.headers["content-length"], "0");
 
     let out = plane.exit().await;
     assert_eq!(out.status.code(), Some(0));
