@@ -79,7 +79,8 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     // its own until native is the default, so both stay measured in one run.
     ctx.parts.gatewayNative().catch((e: unknown) => e as Error),
   ]);
-  if (native instanceof Error) report.unavailable('sync', 'gateway (native data plane) → runtime', native.message);
+  if (native instanceof Error)
+    report.unavailable('sync', 'gateway (native data plane) → runtime', native.message);
   const json = { 'content-type': 'application/json' };
 
   let nginx: Nginx | undefined;
