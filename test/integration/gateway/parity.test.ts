@@ -1,0 +1,449 @@
+/**
+ * Parity (design §7): one table of requests goes to a gateway in node mode and one in native mode (the
+ * Rust data plane on the port, handing to Node's hand-off server: entry.ts as dataplane-native.test.ts
+ * starts it), both in front of the same real Python apps — the Cortex runtime and a custom app
+ * (fixtures/echo_server.py) that answers with the request it received. Each row's answers must be the
+ * same: status, headers (names lower-cased; `Date` left out; `X-Request-Id` checked for shape, then
+ * replaced by `<id>` there and in the body; `Connection: keep-alive` and `Keep-Alive` left out, which
+ * Node writes for itself and the data plane drops as hop-by-hop, design §4 "Hand-off hop", while
+ * `Connection: close` is compared) and body bytes. While the data plane hands every call to Node (step
+ * 4) parity holds by construction; once it serves calls itself (step 5) this is what holds it to Node.
+ * The two are entry.ts processes (serve.ts's real wiring, so verified tokens reach the data plane
+ * through `onRemember`), not `frontGateway`, which feeds apps and replicas only.
+ * Error rows name their code first (`not_found: …`) and Node's answer must carry it. Not in the table:
+ * `shutting_down` (a draining gateway: dataplane-native.test.ts and answer.rs's drain vectors),
+ * `queue_unavailable` (async only), `gateway_unavailable` (native only), custom domains (entry.ts's
+ * resolver has no hosts).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
+import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
+import { ErrorCode } from '../../../src/shared/errors.ts';
+import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
+import { type NatsServer, startNats } from '../../harness/nats.ts';
+import { freePort, type ManagedProcess, startProcess, waitFor } from '../../harness/process.ts';
+import { buildDataPlane, noCargo } from './dataplane-binary.ts';
+import { PYTHON, REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
+
+const P = 'proj-parity';
+const OTHER = 'proj-other';
+const START_TIMEOUT_MS = 60_000;
+const MAX_BODY = 64 * 1024;
+/** The slot-holding call must outlast the queued call's wait: QUEUE_TIMEOUT_MS well under SYNC_TIMEOUT_MS. */
+const SYNC_TIMEOUT_MS = 1_500;
+const QUEUE_TIMEOUT_MS = 400;
+const skip = noCargo();
+
+type Front = 'node' | 'native';
+
+interface Row {
+  name: string;
+  method?: 'POST' | 'GET' | 'PUT';
+  /** After `http://host:port`. */
+  path: string;
+  /** Flat name/value list (repeats allowed), sent as is; authorization and content-type are added unless named. */
+  headers?: string[];
+  body?: string | Buffer;
+  /** Sent as a chunked stream of these pieces (no Content-Length). */
+  chunks?: string[];
+  token?: 'own' | 'other' | 'none' | 'garbage';
+  /**
+   * A difference found between the two and posted on the board to its owner: the row is expected to
+   * fail (it.fails) until the owner fixes it, and then goes red so that the mark is removed.
+   */
+  finding?: string;
+  /** Hold the `single` app's one slot (and fill its queue of one) while this row is sent. */
+  holdSlot?: boolean;
+}
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/** The error code a row's name starts with (`code: why` or `code (more)`). */
+const codeOf = (name: string) => /^([a-z_]+)(?::| \(|$)/.exec(name)?.[1];
+const deep = (n: number) => `{"a":${'['.repeat(n)}${']'.repeat(n)}}`;
+const hello = (fn: string, q = '') => `/v4/${P}/hello/${fn}${q}`;
+const echo = (path: string) => `/v4/${P}/echo/${path}`;
+
+const ROWS: Row[] = [
+  // The usual calls and what the app received.
+  { name: 'a Cortex call', path: hello('echo'), body: '{"x":1,"y":[true,null,"ä"]}' },
+  {
+    name: 'a custom app receives method, path, query, headers and body',
+    path: echo('a/b?q=1'),
+    body: 'raw body',
+  },
+  {
+    name: 'duplicate request headers (first kept, joined, cookie with ;)',
+    path: echo('dup'),
+    headers: [
+      'x-dup',
+      'a',
+      'x-dup',
+      'b',
+      'user-agent',
+      'ua-1',
+      'user-agent',
+      'ua-2',
+      'cookie',
+      'c=1',
+      'cookie',
+      'd=2',
+      'accept',
+      'text/plain',
+      'accept',
+      'application/json',
+    ],
+  },
+  {
+    name: 'Connection-listed and hop-by-hop request headers dropped',
+    path: echo('hop'),
+    headers: [
+      'connection',
+      'x-drop-me, keep-alive',
+      'x-drop-me',
+      '1',
+      'keep-alive',
+      'timeout=5',
+      'x-kept',
+      'yes',
+      'te',
+      'trailers',
+    ],
+  },
+  { name: 'a query re-serialised (a=%20&b&c=ä)', path: echo(`q?a=%20&b&c=${encodeURIComponent('ä')}`) },
+  { name: 'a query with + and %2B', path: echo('q?d=1+2&e=%2B&f=%C3%A4&&g==') },
+  {
+    name: 'a raw non-ASCII byte in the request target (both refuse it)',
+    path: echo('q?c=ä'),
+    finding:
+      'dataplane-4rs: hyper’s parse-error 400 carries Content-Length: 0, Node’s (llhttp via http.Server) has none; both Connection: close and no body',
+  },
+  {
+    name: 'percent-encoded project and app names',
+    path: `/v4/${P.replace('p', '%70')}/%68ello/echo`,
+    body: '{}',
+  },
+  {
+    name: 'a percent-encoded async name (%61sync=false) is ours',
+    path: hello('echo', '?%61sync=false&keep=1'),
+    body: '{}',
+  },
+  { name: 'our parameters removed, the rest kept', path: echo('q?async=false&z=9') },
+  { name: 'an empty Cortex body', path: hello('echo'), body: '' },
+  { name: 'a blank Cortex body', path: hello('echo'), body: ' \r\n\t ' },
+  { name: 'an empty custom body', path: echo('empty'), body: '' },
+  { name: 'a chunked request body', path: echo('chunked'), chunks: ['{"a":', '1', '}'] },
+  { name: 'a chunked Cortex body', path: hello('echo'), chunks: ['{"a":', '[1,2]', '}'] },
+  { name: 'a body nested 500 deep', path: hello('echo'), body: deep(500) },
+  // The app's answers.
+  { name: "an app's 204", path: echo('no-content') },
+  { name: 'an answer without Content-Type', path: echo('no-type') },
+  { name: 'a 100 KiB answer', path: echo('big') },
+  { name: 'a Cortex 100 KiB answer', path: hello('big'), body: JSON.stringify({ size: 100 * 1024 }) },
+  { name: 'repeated answer header lines', path: echo('dup-answer') },
+  { name: 'SSE from a custom app', path: echo('sse'), headers: ['accept', 'text/event-stream'] },
+  {
+    name: 'SSE from Cortex',
+    path: hello('ticks'),
+    headers: ['accept', 'text/event-stream'],
+    body: '{"count":3}',
+  },
+  { name: 'a Cortex error (the app raised)', path: hello('boom'), body: '{"message":"no"}' },
+  // Handed off in step 5 too: identical by construction, which is itself checked here.
+  { name: '?async=true (202, run id substituted)', path: hello('echo', '?async=true'), body: '{"a":1}' },
+  {
+    name: 'a sync call with webhookEndpoint',
+    path: hello('echo', `?webhookEndpoint=${encodeURIComponent('http://127.0.0.1:9/hook')}`),
+    body: '{"a":1}',
+  },
+  {
+    name: 'async with webhookEndpoint',
+    path: hello('echo', `?async=1&webhookEndpoint=${encodeURIComponent('https://example.com/hook')}`),
+    body: '{}',
+  },
+  // docs/gateway.md's error table, each row a sync call can reach.
+  { name: 'invalid_body: not an object', path: hello('echo'), body: '[1]' },
+  { name: 'invalid_body: not JSON', path: hello('echo'), body: '{"a":' },
+  { name: 'invalid_body: 1e999999', path: hello('echo'), body: '{"a":1e999999}' },
+  { name: 'invalid_body: nested 513 deep', path: hello('echo'), body: deep(513) },
+  {
+    name: 'invalid_body: not UTF-8',
+    path: hello('echo'),
+    body: Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
+  },
+  { name: 'invalid_webhook_endpoint', path: hello('echo', '?webhookEndpoint=ftp%3A%2F%2Fx'), body: '{}' },
+  { name: 'bad_request: async=maybe', path: hello('echo', '?async=maybe'), body: '{}' },
+  { name: 'bad_request: an encoded slash in the path', path: echo('a%2Fb') },
+  { name: 'bad_request: a dot segment in the path', path: echo('a/../b') },
+  { name: 'bad_request: bad percent-encoding in a name', path: `/v4/${P}/%zz/echo`, body: '{}' },
+  { name: 'unauthenticated: no token', path: hello('echo'), body: '{}', token: 'none' },
+  { name: 'unauthenticated: a bad token', path: hello('echo'), body: '{}', token: 'garbage' },
+  {
+    name: 'unauthenticated: a non-bearer scheme',
+    path: hello('echo'),
+    body: '{}',
+    headers: ['authorization', 'Basic Zm9vOmJhcg=='],
+  },
+  { name: 'not_found: an unknown app', path: `/v4/${P}/nope/echo`, body: '{}' },
+  { name: 'not_found: an unknown Cortex function', path: hello('nope'), body: '{}' },
+  { name: 'not_found: a token of another project', path: hello('echo'), body: '{}', token: 'other' },
+  { name: 'not_found: not a run path', path: '/v3/x', body: '{}' },
+  { name: 'not_found: a name that is no DNS label', path: `/v4/${P}/Hello/echo`, body: '{}' },
+  { name: 'method_not_allowed: GET', method: 'GET', path: hello('echo') },
+  { name: 'method_not_allowed: PUT', method: 'PUT', path: hello('echo'), body: '{}' },
+  {
+    name: 'payload_too_large: Content-Length over the bound',
+    path: echo('big-in'),
+    body: 'z'.repeat(MAX_BODY + 1),
+  },
+  {
+    name: 'payload_too_large: a chunked body over the bound',
+    path: echo('big-in'),
+    chunks: ['z'.repeat(MAX_BODY / 2), 'z'.repeat(MAX_BODY / 2), 'z'],
+  },
+  { name: 'upstream_unreachable', path: `/v4/${P}/down/echo`, body: '{}' },
+  { name: 'app_not_ready: the replica is shutting down', path: echo('refuse') },
+  { name: 'cold_start_timeout', path: `/v4/${P}/starting/echo`, body: '{}' },
+  { name: 'app_start_failed', path: `/v4/${P}/broken/echo`, body: '{}' },
+  {
+    name: 'upstream_timeout',
+    path: hello('sleep'),
+    body: JSON.stringify({ seconds: SYNC_TIMEOUT_MS / 1000 + 0.5 }),
+  },
+  {
+    name: 'queue_full (and the queued call’s queue_timeout)',
+    path: `/v4/${P}/single/echo`,
+    body: '{}',
+    holdSlot: true,
+  },
+];
+
+interface Answer {
+  status: number;
+  /** [lower-cased name, value] per header line. */
+  headers: Array<[string, string]>;
+  body: string;
+}
+
+/** Kept-alive connections, as a usual caller keeps them (a 413 or shutting_down closes its own). */
+const agent = new Agent({ keepAlive: true });
+
+describe.skipIf(!!skip)(
+  `parity of the node and native data planes${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    const dir = tempDir('apphost-parity-');
+    let nats: NatsServer;
+    let runtime: Runtime;
+    let echoApp: ManagedProcess;
+    const children: ChildProcess[] = [];
+    const base = {} as Record<Front, string>;
+    const tokens = {} as Record<'own' | 'other', string>;
+
+    async function startGateway(front: Front, apps: unknown, bin: string): Promise<string> {
+      const [port, opsPort] = await Promise.all([freePort(), freePort()]);
+      const keysFile = join(dir, 'run-token-keys.json');
+      const frontDir = tempDir(`apphost-parity-${front}-`);
+      const child = spawn(process.execPath, [join(REPO_ROOT, 'test/integration/gateway/entry.ts')], {
+        env: {
+          ...process.env,
+          NATS_URL: nats.url,
+          APPHOST_LOG_LEVEL: 'warn',
+          APPHOST_OPS_PORT: String(opsPort),
+          APPHOST_GATEWAY_PORT: String(port),
+          APPHOST_GATEWAY_HOST: '127.0.0.1',
+          APPHOST_PLATFORM_KEY: 'parity-test-platform-key-0123',
+          APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
+          APPHOST_GATEWAY_DATA_PLANE: front,
+          APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
+          APPHOST_GATEWAY_DATA_PLANE_DIR: frontDir,
+          APPHOST_GATEWAY_MAX_BODY_BYTES: String(MAX_BODY),
+          APPHOST_GATEWAY_SYNC_TIMEOUT_MS: String(SYNC_TIMEOUT_MS),
+          APPHOST_GATEWAY_COLD_START_TIMEOUT_MS: '300',
+          APPHOST_GATEWAY_QUEUE_TIMEOUT_MS: String(QUEUE_TIMEOUT_MS),
+          APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR: '1',
+          APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: '20',
+          APPHOST_GATEWAY_CAPACITY_BLOCK_MS: '20',
+          APPHOST_TEST_APPS: JSON.stringify(apps),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(child);
+      const log = createWriteStream(join(frontDir, 'gateway.log'));
+      child.stdout?.pipe(log);
+      child.stderr?.pipe(log);
+      await waitFor(
+        `the ${front} gateway ready (log: ${join(frontDir, 'gateway.log')})`,
+        async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
+        START_TIMEOUT_MS,
+      );
+      return `http://127.0.0.1:${port}`;
+    }
+
+    beforeAll(async () => {
+      const bin = buildDataPlane();
+      const echoPort = await freePort();
+      [nats, runtime] = await Promise.all([startNats(), startRuntime()]);
+      echoApp = startProcess(
+        'echo-app',
+        PYTHON,
+        [join(REPO_ROOT, 'test/integration/gateway/fixtures/echo_server.py'), String(echoPort)],
+        {
+          logFile: join(dir, 'echo.log'),
+        },
+      );
+      const echoUrl = `http://127.0.0.1:${echoPort}`;
+      await waitFor('the echo app', async () => (await fetch(`${echoUrl}/ping`)).ok, START_TIMEOUT_MS);
+      const keys = { keys: [await generateSigningKey()] };
+      writeFileSync(join(dir, 'run-token-keys.json'), JSON.stringify(keys));
+      const exp = new Date(Date.now() + 3600_000);
+      tokens.own = await issueRunToken(keys, P, exp);
+      tokens.other = await issueRunToken(keys, OTHER, exp);
+      const apps = [
+        resolvedApp(P, 'hello', runtime.url, { functions: ['echo', 'sleep', 'boom', 'ticks', 'big'] }),
+        resolvedApp(P, 'echo', echoUrl, { runtime: 'custom' }),
+        resolvedApp(P, 'down', `http://127.0.0.1:${await freePort()}`),
+        resolvedApp(P, 'starting', runtime.url, { ready: false }),
+        resolvedApp(P, 'broken', runtime.url, {
+          ready: false,
+          startFailure: { reason: 'ImportError', message: 'main.py: No module named nope' },
+        }),
+        resolvedApp(P, 'single', runtime.url, {
+          scaling: effectiveScaling({ replicaConcurrency: 1, maxReplicas: 1 }),
+        }),
+        resolvedApp(OTHER, 'hello', runtime.url),
+      ];
+      [base.node, base.native] = await Promise.all([
+        startGateway('node', apps, bin),
+        startGateway('native', apps, bin),
+      ]);
+    });
+
+    afterAll(async () => {
+      for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+      await echoApp?.stop(5_000);
+      await runtime?.proc.stop(5_000);
+      await nats?.stop();
+    });
+
+    /** One request as the row says, sent raw with node:http (undici would resolve `..` and refuse `Keep-Alive`). */
+    async function send(front: Front, row: Row): Promise<Answer> {
+      // A repeated name as an array: Node writes one line per value (a flat list would hide
+      // Content-Length from it, which would then add Transfer-Encoding too).
+      const headers: Record<string, string[]> = {};
+      const add = (name: string, value: string) => {
+        headers[name] = [...(headers[name] ?? []), value];
+      };
+      const own = row.headers ?? [];
+      const named = new Set(own.filter((_, i) => i % 2 === 0));
+      const token = { own: tokens.own, other: tokens.other, garbage: 'not-a-token', none: undefined }[
+        row.token ?? 'own'
+      ];
+      if (token && !named.has('authorization')) add('authorization', `Bearer ${token}`);
+      if (!named.has('content-type') && row.method !== 'GET') add('content-type', 'application/json');
+      if (row.body !== undefined) add('content-length', String(Buffer.byteLength(row.body)));
+      for (let i = 0; i < own.length; i += 2) add(String(own[i]), String(own[i + 1]));
+      const res = await new Promise<IncomingMessage>((resolve, reject) => {
+        // The path as written: a URL would resolve `..` before it is sent.
+        const { hostname, port } = new URL(base[front]);
+        const req = httpRequest(
+          { hostname, port, path: row.path, method: row.method ?? 'POST', headers, agent },
+          resolve,
+        );
+        req.on('error', reject);
+        for (const chunk of row.chunks ?? []) req.write(chunk);
+        req.end(row.body);
+      });
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      const pairs: Array<[string, string]> = [];
+      for (let i = 0; i < res.rawHeaders.length; i += 2)
+        pairs.push([String(res.rawHeaders[i]).toLowerCase(), String(res.rawHeaders[i + 1])]);
+      return normalise({
+        status: res.statusCode ?? 0,
+        headers: pairs,
+        body: Buffer.concat(chunks).toString('latin1'),
+      });
+    }
+
+    /**
+     * The answer as compared (see the file's header): header lines lower-cased and sorted by name, a name's
+     * lines kept in their order; the request id replaced in the head and the body.
+     */
+    function normalise(a: Answer): Answer {
+      // Replaced only when it has a UUID v4's shape: any other id stays, and differs between the two.
+      const id = a.headers.find(([n, v]) => n === 'x-request-id' && UUID_V4.test(v))?.[1];
+      const headers = a.headers
+        .filter(
+          ([n, v]) =>
+            n !== 'date' && n !== 'keep-alive' && !(n === 'connection' && v.toLowerCase() === 'keep-alive'),
+        )
+        .map(([n, v]): [string, string] => [n, v === id ? '<id>' : v])
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+      return { ...a, headers, body: id ? a.body.replaceAll(id, '<id>') : a.body };
+    }
+
+    /** Both fronts, in turn; with `holdSlot`, the `single` app's slot held and its queue of one filled. */
+    async function answers(row: Row): Promise<Record<Front, Answer[]>> {
+      const out = {} as Record<Front, Answer[]>;
+      for (const front of ['node', 'native'] as const) {
+        if (!row.holdSlot) {
+          out[front] = [await send(front, row)];
+          continue;
+        }
+        const gate = join(dir, `gate-${front}-${row.name.length}`);
+        const marker = `${gate}.started`;
+        const held = send(front, {
+          ...row,
+          path: `/v4/${P}/single/gated`,
+          body: JSON.stringify({ gate, marker }),
+        });
+        await waitFor('the slot held', async () => existsSync(marker), 10_000, 10);
+        const queued = send(front, row);
+        await new Promise((r) => setTimeout(r, 200));
+        const refused = await send(front, row);
+        const timedOut = await queued;
+        writeFileSync(gate, '');
+        out[front] = [refused, timedOut, await held];
+      }
+      return out;
+    }
+
+    const title = (r: Row) => (r.finding ? `${r.name} [FINDING, ${r.finding}]` : r.name);
+    const compare = async (row: Row) => {
+      const { name } = row;
+      const { node, native } = await answers(row);
+      // An error row is one only if Node answers that error (else a typo in the table tests nothing).
+      const code = codeOf(name);
+      if (code && (Object.values(ErrorCode) as string[]).includes(code))
+        expect(JSON.parse(node[0]?.body ?? '{}').error?.code, 'Node’s answer').toBe(code);
+      if (row.holdSlot) {
+        expect(node.map((a) => a.status)).toEqual([503, 503, 200]);
+        expect(JSON.parse(node[1]?.body ?? '{}').error?.code, 'the queued call').toBe('queue_timeout');
+      }
+      expect(native).toEqual(node);
+    };
+    for (const row of ROWS) (row.finding ? it.fails : it)(title(row), () => compare(row));
+
+    it('the table reaches the error table’s sync rows (a row gone would go unnoticed)', () => {
+      const codes = ROWS.map((r) => codeOf(r.name));
+      for (const code of [
+        'invalid_body',
+        'invalid_webhook_endpoint',
+        'bad_request',
+        'unauthenticated',
+        'not_found',
+        'method_not_allowed',
+        'payload_too_large',
+        'upstream_unreachable',
+        'app_not_ready',
+        'cold_start_timeout',
+        'app_start_failed',
+        'upstream_timeout',
+        'queue_full',
+      ])
+        expect(codes).toContain(code);
+    });
+  },
+);
