@@ -359,26 +359,26 @@ describe.skipIf(!!skip)(
 
     /** One request as the row says, sent raw with node:http (undici would resolve `..` and refuse `Keep-Alive`). */
     async function send(front: Front, row: Row): Promise<Answer> {
-      // A repeated name as an array: Node writes one line per value (a flat list would hide
-      // Content-Length from it, which would then add Transfer-Encoding too).
-      const headers: Record<string, string[]> = {};
-      const add = (name: string, value: string) => {
-        headers[name] = [...(headers[name] ?? []), value];
-      };
+      // The head exactly as listed (setDefaultHeaders: false): each line its own, even a repeated
+      // Cookie, which Node's client would otherwise join; the framing headers are written here.
+      const { hostname, port, host } = new URL(base[front]);
       const own = row.headers ?? [];
       const named = new Set(own.filter((_, i) => i % 2 === 0));
       const token = { own: tokens.own, other: tokens.other, garbage: 'not-a-token', none: undefined }[
         row.token ?? 'own'
       ];
-      if (token && !named.has('authorization')) add('authorization', `Bearer ${token}`);
-      if (!named.has('content-type') && row.method !== 'GET') add('content-type', 'application/json');
-      if (row.body !== undefined) add('content-length', String(Buffer.byteLength(row.body)));
-      for (let i = 0; i < own.length; i += 2) add(String(own[i]), String(own[i + 1]));
+      const headers = ['host', host];
+      if (token && !named.has('authorization')) headers.push('authorization', `Bearer ${token}`);
+      if (!named.has('content-type') && row.method !== 'GET')
+        headers.push('content-type', 'application/json');
+      if (row.body !== undefined) headers.push('content-length', String(Buffer.byteLength(row.body)));
+      if (row.chunks) headers.push('transfer-encoding', 'chunked');
+      headers.push(...own);
       const res = await new Promise<IncomingMessage>((resolve, reject) => {
         // The path as written: a URL would resolve `..` before it is sent.
-        const { hostname, port } = new URL(base[front]);
+        const method = row.method ?? 'POST';
         const req = httpRequest(
-          { hostname, port, path: row.path, method: row.method ?? 'POST', headers, agent },
+          { hostname, port, path: row.path, method, headers, agent, setDefaultHeaders: false },
           resolve,
         );
         req.on('error', reject);
