@@ -8,8 +8,8 @@
  * Node writes for itself and the data plane drops as hop-by-hop, design §4 "Hand-off hop", while
  * `Connection: close` is compared) and body bytes. While the data plane hands every call to Node (step
  * 4) parity holds by construction; once it serves calls itself (step 5) this is what holds it to Node.
- * The two are entry.ts processes (serve.ts's real wiring, so verified tokens reach the data plane
- * through `onRemember`), not `frontGateway`, which feeds apps and replicas only.
+ * The two are entry.ts processes, as main.ts builds the gateway (settings from the environment, the
+ * token feed through serve.ts's onRemember, the run worker for the async rows), not frontGateway.
  * Error rows name their code first (`not_found: …`) and Node's answer must carry it. Not in the table:
  * `shutting_down` (a draining gateway: dataplane-native.test.ts and answer.rs's drain vectors),
  * `queue_unavailable` (async only), `gateway_unavailable` (native only), custom domains (entry.ts's
@@ -239,7 +239,7 @@ const ROWS: Row[] = [
     body: '{}',
     holdSlot: true,
     finding:
-      'dataplane-5: with the one slot held by the fast path, the third call is handed off (no_slot) and waits in Node for queue_timeout (503 after 0.4 s) where node mode answers queue_full at once',
+      'dataplane-5: with the one slot held by the fast path, the third call is handed off (no_slot) and waits in Node for queue_timeout (503 after 0.4 s) where node mode answers queue_full at once; the queue moves to Rust in step 6',
   },
 ];
 
