@@ -41,7 +41,14 @@ pub struct Settings {
     pub sync_timeout: Duration,
     /// `None`: no bound between body chunks.
     pub stream_idle: Option<Duration>,
+    /// Bound on reading the caller's body, from the call's start ([`BODY_READ_TIMEOUT_MS`]).
+    pub body_read_timeout: Duration,
 }
+
+/// Bound on reading a caller's whole request: node:http's `requestTimeout` default (300 s), which bounds
+/// the gateway's body read (serve.ts sets none). Past it the caller gets what node:http writes then, a bare
+/// `408 Request Timeout` with `Connection: close`, and the connection is closed.
+pub const BODY_READ_TIMEOUT_MS: u64 = 300_000;
 
 /// What the fast path needs besides the call.
 pub struct FastPath {
@@ -76,6 +83,8 @@ enum Walked {
         body: CallBody,
         reason: Reason,
     },
+    /// Answered here before dispatch: only node:http's own 408 (the body read's bound).
+    Answer(Response<AnswerBody>),
 }
 
 impl FastPath {
@@ -99,6 +108,7 @@ impl FastPath {
                 app,
                 path,
             } => self.serve(handoff, &c, parts, body, project, app, path).await,
+            Walked::Answer(res) => res,
         }
     }
 
@@ -179,8 +189,16 @@ impl FastPath {
         let mut incoming = incoming;
         let mut read: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0) as usize);
         let mut first: Option<Bytes> = None;
+        let read_by = tokio::time::Instant::now() + self.settings.body_read_timeout;
         loop {
-            let frame = match incoming.frame().await {
+            let Ok(frame) = tokio::time::timeout_at(read_by, incoming.frame()).await else {
+                let mut res = Response::new(AnswerBody::whole(Bytes::new()));
+                *res.status_mut() = StatusCode::REQUEST_TIMEOUT;
+                res.headers_mut()
+                    .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                return Walked::Answer(res);
+            };
+            let frame = match frame {
                 None => break,
                 Some(Ok(f)) => f,
                 // The caller's body broke: Node meets the same break (and answers as it does).

@@ -90,6 +90,7 @@ impl Server {
                     sync_timeout: Duration::from_millis(g.sync_timeout_ms),
                     stream_idle: (g.stream_idle_timeout_ms > 0)
                         .then(|| Duration::from_millis(g.stream_idle_timeout_ms)),
+                    body_read_timeout: Duration::from_millis(crate::fastpath::BODY_READ_TIMEOUT_MS),
                 },
             },
             phase: AtomicU8::new(Phase::Serving as u8),

@@ -813,3 +813,76 @@ async fn an_event_stream_is_passed_event_by_event_and_a_silent_stream_is_cut_at_
         "cut at the idle bound, not the app's 30 s"
     );
 }
+
+#[tokio::test]
+async fn a_body_slower_than_its_read_bound_gets_node_https_408_and_the_connection_closed() {
+    use apphost_dataplane::core::Core;
+    use apphost_dataplane::fastpath::{FastPath, Settings};
+    use apphost_dataplane::handoff::Handoff;
+    use apphost_dataplane::upstream::Upstream;
+    use std::sync::Mutex;
+
+    // In process: the bound is node:http's 300 s in the binary, 200 ms here.
+    let r = replica(false).await;
+    let config = Config::example(0, "/nonexistent/handoff.sock");
+    let mut core = Core::new(&config);
+    let payload = serde_json::to_vec(&snapshot(&[&r.url])).unwrap();
+    let Message::State(f) = Message::from_payload(&payload).unwrap() else {
+        panic!("a state frame")
+    };
+    core.apply(apphost_dataplane::state::StateFrame::from_message(&f).unwrap(), 0);
+    let fast = Arc::new(FastPath {
+        core: Arc::new(Mutex::new(core)),
+        upstream: Upstream::new(),
+        settings: Settings {
+            max_body_bytes: 1000,
+            sync_timeout: Duration::from_secs(5),
+            stream_idle: None,
+            body_read_timeout: Duration::from_millis(200),
+        },
+    });
+    let handoff = Arc::new(Handoff::new("/nonexistent/handoff.sock", 1000, 0, 1));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = listener.accept().await.unwrap();
+            let (fast, handoff) = (fast.clone(), handoff.clone());
+            let service = hyper::service::service_fn(move |req| {
+                let (fast, handoff) = (fast.clone(), handoff.clone());
+                async move {
+                    Ok::<_, Infallible>(
+                        fast.call(&handoff, req, "0b1c2d3e-0000-4000-8000-000000000000", epoch_ms())
+                            .await,
+                    )
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(s), service),
+            );
+        }
+    });
+    let mut raw = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let head = "POST /v4/p/a/echo HTTP/1.1\r\nhost: gw.example\r\nauthorization: Bearer tok-p\r\ncontent-length: 10\r\n\r\nab";
+    raw.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    loop {
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(WAIT, raw.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_lowercase();
+    assert!(text.starts_with("http/1.1 408 request timeout\r\n"), "{text}");
+    assert!(text.contains("connection: close\r\n"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "answered at the bound, then closed"
+    );
+}
