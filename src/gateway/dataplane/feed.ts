@@ -12,7 +12,13 @@
  * the frame sink are passed in.
  */
 import { effectiveScaling } from '../../apis/v1alpha1/scaling.ts';
-import type { AppSink, ReplicaSink, ResolvedApp, StartFailure } from '../../shared/contracts/seams.ts';
+import type {
+  AppSink,
+  DomainSink,
+  ReplicaSink,
+  ResolvedApp,
+  StartFailure,
+} from '../../shared/contracts/seams.ts';
 import { type BalancerSettings, poolKey, poolSettingsFor } from '../balancer/balancer.ts';
 import type { RememberedToken } from '../token-cache.ts';
 import type { DataPlaneApp, DataPlaneToken, SnapshotMessage, StateMessage } from './protocol.ts';
@@ -24,11 +30,6 @@ type StateDelta = StateMessage extends infer M
     : never
   : never;
 
-/** A custom domain assigned (target) or unassigned (undefined); `host` as the resolver looks it up. */
-export interface DomainSink {
-  setDomain(host: string, target: { projectId: string; appName: string } | undefined): void;
-}
-
 export interface StateFeed {
   /** New per Node start: a data plane's state from another `gen` is replaced whole. */
   readonly gen: string;
@@ -38,6 +39,7 @@ export interface StateFeed {
   readonly apps: AppSink;
   /** Beside the balancer's sink (`teeReplicas`); `replicaLoad` is the balancer's alone. */
   readonly replicas: Pick<ReplicaSink, 'setReplicas' | 'setStartFailure'>;
+  /** For `AppResolver.watchDomains`. */
   readonly domains: DomainSink;
   /** For `cachedRunTokenVerifier`'s `onRemember`. */
   remember(token: RememberedToken): void;

@@ -17,7 +17,13 @@ import {
   MAX_RESPONSE_GRACE_PERIOD_SECONDS,
   PROJECT_LABEL,
 } from '../../apis/v1alpha1/types.ts';
-import type { AppResolver, AppSink, ReplicaSink, ResolvedApp } from '../../shared/contracts/seams.ts';
+import type {
+  AppResolver,
+  AppSink,
+  DomainSink,
+  ReplicaSink,
+  ResolvedApp,
+} from '../../shared/contracts/seams.ts';
 import type { KubeReader } from '../../shared/kube/client.ts';
 import { createInformer, type Informer, type InformerHandlers } from '../../shared/kube/informer.ts';
 import {
@@ -147,8 +153,9 @@ export function createKubeAppResolver(deps: {
     onEveryChange(() => {
       invalidate();
       pushAll();
-      // A project label added, changed or removed moves every app of the namespace.
+      // A project label added, changed or removed moves every app of the namespace, and its domains.
       reportAllApps();
+      reportDomains();
     }),
     { labelSelector: PROJECT_LABEL, transform: slimNamespace },
   );
@@ -170,7 +177,13 @@ export function createKubeAppResolver(deps: {
       reportApp(app.metadata.namespace, app.metadata.name);
     },
   });
-  const domains = watch<DomainAssignment>(Resources.DomainAssignment, onEveryChange(invalidate));
+  const domains = watch<DomainAssignment>(
+    Resources.DomainAssignment,
+    onEveryChange(() => {
+      invalidate();
+      reportDomains();
+    }),
+  );
   // The EndpointSlice controller copies the Service's labels (ours carry MANAGED_SELECTOR) to its slices.
   const slices = byEndpoints
     ? watch<EndpointSlice>(
@@ -296,6 +309,30 @@ export function createKubeAppResolver(deps: {
     }
   }
 
+  // The host table's watchers (watchDomains), each with what it was last told (host → target), so that
+  // a host no longer in the table (unassigned, deleted, its namespace no longer a project's) is reported gone.
+  type Told = Map<string, { projectId: string; appName: string }>;
+  const domainWatchers = new Set<{ sink: DomainSink; told: Told }>();
+  /** Reports to `watchers` each host of the table that is new or moved, and each told before that is gone. */
+  function reportDomains(watchers: Iterable<{ sink: DomainSink; told: Told }> = domainWatchers) {
+    const to = [...watchers];
+    if (to.length === 0) return;
+    const table = hostTable();
+    for (const w of to) {
+      for (const host of w.told.keys())
+        if (!table.has(host)) {
+          w.told.delete(host);
+          w.sink.setDomain(host, undefined);
+        }
+      for (const [host, t] of table) {
+        const was = w.told.get(host);
+        if (was?.projectId === t.projectId && was.appName === t.appName) continue;
+        w.told.set(host, t);
+        w.sink.setDomain(host, { projectId: t.projectId, appName: t.appName });
+      }
+    }
+  }
+
   function pushAll() {
     const seen = new Set<string>();
     for (const slice of slices?.list() ?? []) {
@@ -326,6 +363,7 @@ export function createKubeAppResolver(deps: {
       }
       invalidate();
       pushAll();
+      reportDomains();
     },
     async stop() {
       unwatchFunctions?.();
@@ -357,6 +395,12 @@ export function createKubeAppResolver(deps: {
       reportAllApps([w]);
       appWatchers.add(w);
       return () => void appWatchers.delete(w);
+    },
+    watchDomains(domainSink) {
+      const w = { sink: domainSink, told: new Map() as Told };
+      reportDomains([w]);
+      domainWatchers.add(w);
+      return () => void domainWatchers.delete(w);
     },
     ...(byEndpoints
       ? {

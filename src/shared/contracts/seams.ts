@@ -63,6 +63,18 @@ export interface AppSink {
   removeApp(projectId: string, appName: string): void;
 }
 
+/**
+ * Where a resolver reports its custom domains (AppResolver.watchDomains), so that a copy of its host
+ * table can be kept elsewhere (the native data plane's domain map, docs/design/native-data-plane.md §4).
+ */
+export interface DomainSink {
+  /**
+   * `host` (lower-cased, as `resolveHost` keys it) is assigned to `target`, or no longer assigned to
+   * any app (undefined). A host may be reported again unchanged.
+   */
+  setDomain(host: string, target: { projectId: string; appName: string } | undefined): void;
+}
+
 /** A value now, or a promise of it: what a lookup answered from memory returns without a promise. */
 export type MaybePromise<T> = T | Promise<T>;
 
@@ -86,6 +98,12 @@ export interface AppResolver {
    * called. Absent: the resolver cannot list its apps (local mode without reported replicas).
    */
   watchApps?(sink: AppSink): () => void;
+  /**
+   * Reports every custom domain `resolveHost` answers for to `sink`, once each and synchronously
+   * before returning (a full snapshot), then each assignment, reassignment or removal as it happens,
+   * until the returned function is called. Absent: the resolver cannot list its domains.
+   */
+  watchDomains?(sink: DomainSink): () => void;
 }
 
 /**

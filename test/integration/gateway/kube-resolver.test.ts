@@ -475,3 +475,112 @@ it('reports its whole app table at once to watchApps, then each app that appears
     await core.deleteNamespace({ name: tableNs }).catch(() => undefined);
   }
 });
+
+it('reports its custom domains at once to watchDomains, then each one assigned, moved to another app, unassigned or deleted, and the domains of a namespace that stops being a project’s', async () => {
+  const domProject = `${project}-d`;
+  const domNs = await createTestNamespace(kc, 'gw-dom', { [PROJECT_LABEL]: domProject });
+  const core = kc.makeApiClient(CoreV1Api);
+  const r = createKubeAppResolver({ client, log: silentLogger(), routing: 'service' });
+  const assign = (name: string, hostname: string, appName: string) =>
+    custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: domNs,
+      plural: DOMAIN_ASSIGNMENT_PLURAL,
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'DomainAssignment',
+        metadata: { name, namespace: domNs },
+        spec: { hostname, appName },
+      } satisfies DomainAssignment,
+    });
+  const reassign = async (name: string, appName: string) => {
+    const d = (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: domNs,
+      plural: DOMAIN_ASSIGNMENT_PLURAL,
+      name,
+    })) as DomainAssignment;
+    await custom.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: domNs,
+      plural: DOMAIN_ASSIGNMENT_PLURAL,
+      name,
+      body: { ...d, spec: { hostname: d.spec.hostname, appName } },
+    });
+  };
+  try {
+    await r.start();
+    await assign('d1', 'one.domains-test.example', 'a');
+    await waitFor('domain visible', async () => !!r.resolveHost('one.domains-test.example'), WATCH_WAIT_MS);
+
+    const table = new Map<string, string>();
+    const events: string[] = [];
+    const stop = r.watchDomains?.({
+      setDomain: (host, t) => {
+        if (t) table.set(host, `${t.projectId}/${t.appName}`);
+        else table.delete(host);
+        events.push(`${host} ${t ? t.appName : 'gone'}`);
+      },
+    });
+    // The snapshot: reported before watchDomains returned, as resolveHost keys it.
+    expect(Object.fromEntries(table)).toEqual({ 'one.domains-test.example': `${domProject}/a` });
+
+    // Assigned.
+    await assign('d2', 'two.domains-test.example', 'b');
+    await waitFor(
+      'new domain reported',
+      async () => table.get('two.domains-test.example') === `${domProject}/b`,
+      WATCH_WAIT_MS,
+    );
+    // Moved to another app.
+    await reassign('d1', 'c');
+    await waitFor(
+      'move reported',
+      async () => table.get('one.domains-test.example') === `${domProject}/c`,
+      WATCH_WAIT_MS,
+    );
+    expect(r.resolveHost('one.domains-test.example')).toEqual({ projectId: domProject, appName: 'c' });
+    // Unassigned (no app), then deleted.
+    await reassign('d1', '');
+    await waitFor('unassignment reported', async () => !table.has('one.domains-test.example'), WATCH_WAIT_MS);
+    expect(events).toContain('one.domains-test.example gone');
+    await custom.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: domNs,
+      plural: DOMAIN_ASSIGNMENT_PLURAL,
+      name: 'd2',
+    });
+    await waitFor('deletion reported', async () => !table.has('two.domains-test.example'), WATCH_WAIT_MS);
+
+    // The namespace stops being the project's: its domains go with it.
+    await assign('d3', 'three.domains-test.example', 'a');
+    await waitFor('third reported', async () => table.has('three.domains-test.example'), WATCH_WAIT_MS);
+    const nsObj = await core.readNamespace({ name: domNs });
+    await core.replaceNamespace({
+      name: domNs,
+      body: { ...nsObj, metadata: { ...nsObj.metadata, labels: {} } },
+    });
+    await waitFor('project loss reported', async () => table.size === 0, WATCH_WAIT_MS);
+
+    // Once stopped, nothing more is reported.
+    stop?.();
+    const seen = events.length;
+    await assign('d4', 'four.domains-test.example', 'a');
+    await core.replaceNamespace({
+      name: domNs,
+      body: {
+        ...(await core.readNamespace({ name: domNs })),
+        metadata: { ...nsObj.metadata, resourceVersion: undefined, labels: { [PROJECT_LABEL]: domProject } },
+      },
+    });
+    await waitFor('relabel seen', async () => !!r.resolveHost('four.domains-test.example'), WATCH_WAIT_MS);
+    expect(events.length).toBe(seen);
+  } finally {
+    await r.stop();
+    await core.deleteNamespace({ name: domNs }).catch(() => undefined);
+  }
+});
