@@ -137,6 +137,8 @@ export async function serveGateway(opts: {
         })
       : undefined;
   const stopAppFeed = feed ? resolver.watchApps?.(feed.apps) : undefined;
+  // The custom domains: a mapped host is handed to Node (reason `domain`) rather than routed by its path.
+  const stopDomainFeed = feed ? resolver.watchDomains?.(feed.domains) : undefined;
   const gateway = createGateway({
     resolver: feed ? teeReplicas(resolver, feed.replicas) : resolver,
     verifyRunToken: cachedRunTokenVerifier(
@@ -230,7 +232,12 @@ export async function serveGateway(opts: {
     shutdownBoundMs: gatewayShutdownBoundMs(env),
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops?.drain() },
-      ...(front ? nativeShutdownSteps(front, gateway, stopAppFeed) : nodeShutdownSteps()),
+      ...(front
+        ? nativeShutdownSteps(front, gateway, () => {
+            stopAppFeed?.();
+            stopDomainFeed?.();
+          })
+        : nodeShutdownSteps()),
       { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
       { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
       { name: 'stop load reports', run: async () => reporter.stop() },
@@ -270,7 +277,7 @@ export async function serveGateway(opts: {
  * (`drain{handover}`), then drains (`drain{drain}`) while Node drains its own calls, in parallel; the
  * hand-off socket stays open until the data plane has exited (its calls in flight were handed over).
  */
-function nativeShutdownSteps(front: NativeFront, gateway: Gateway, stopAppFeed: (() => void) | undefined) {
+function nativeShutdownSteps(front: NativeFront, gateway: Gateway, stopFeed: () => void) {
   return [
     { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
     {
@@ -279,7 +286,7 @@ function nativeShutdownSteps(front: NativeFront, gateway: Gateway, stopAppFeed: 
         await Promise.all([front.drain(), gateway.drain()]);
       },
     },
-    { name: 'stop the data plane feed', run: async () => stopAppFeed?.() },
+    { name: 'stop the data plane feed', run: async () => stopFeed() },
   ];
 }
 

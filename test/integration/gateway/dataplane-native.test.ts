@@ -1,9 +1,9 @@
 /**
  * The gateway process in native mode (APPHOST_GATEWAY_DATA_PLANE=native) as main.ts builds it (entry.ts:
  * a static resolver), with the real data plane binary, real NATS and the real runtime: the data plane
- * owns the port and hands every call to Node (step 4), /readyz includes the data plane, a killed data
- * plane makes the pod unready until its respawn, SIGTERM drains both and exits 0. Node mode is what
- * every other gateway suite runs.
+ * owns the port, serves a known token's call and hands the rest to Node (a custom domain's call among
+ * them), /readyz includes the data plane, a killed data plane makes the pod unready until its respawn,
+ * SIGTERM drains both and exits 0. Node mode is what every other gateway suite runs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
@@ -14,10 +14,20 @@ import { generateSigningKey, issueRunToken } from '../../../src/shared/run-token
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import { buildDataPlane, noCargo } from './dataplane-binary.ts';
-import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
+import {
+  closeServer,
+  listen,
+  REPO_ROOT,
+  type Runtime,
+  resolvedApp,
+  startRuntime,
+  tempDir,
+} from './helpers.ts';
 
 const P = 'proj-native';
 const START_TIMEOUT_MS = 60_000;
+/** A custom domain of P, assigned to the app `shop` (a real HTTP server that answers what it was asked). */
+const SHOP_HOST = 'shop.native-test.example';
 const skip = noCargo();
 
 describe.skipIf(!!skip)(
@@ -30,15 +40,24 @@ describe.skipIf(!!skip)(
     let port: number;
     let opsPort: number;
     let token: string;
+    let shop: Awaited<ReturnType<typeof listen>>;
     const logFile = join(dir, 'gateway.log');
 
     beforeAll(async () => {
       const bin = buildDataPlane();
-      [nats, runtime, port, opsPort] = await Promise.all([
+      [nats, runtime, port, opsPort, shop] = await Promise.all([
         startNats(),
         startRuntime(),
         freePort(),
         freePort(),
+        listen((req, res) => {
+          req.resume();
+          req.on('end', () =>
+            res
+              .writeHead(200, { 'content-type': 'application/json' })
+              .end(JSON.stringify({ app: 'shop', method: req.method, path: req.url })),
+          );
+        }),
       ]);
       const keys = { keys: [await generateSigningKey()] };
       const keysFile = join(dir, 'run-token-keys.json');
@@ -60,7 +79,11 @@ describe.skipIf(!!skip)(
           APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '3000',
           APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: '300',
           APPHOST_RUN_STOP_TIMEOUT_MS: '3000',
-          APPHOST_TEST_APPS: JSON.stringify([resolvedApp(P, 'hello', runtime.url)]),
+          APPHOST_TEST_APPS: JSON.stringify([
+            resolvedApp(P, 'hello', runtime.url),
+            resolvedApp(P, 'shop', shop.url, { runtime: 'custom' }),
+          ]),
+          APPHOST_TEST_HOSTS: JSON.stringify({ [SHOP_HOST]: { projectId: P, appName: 'shop' } }),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -77,6 +100,7 @@ describe.skipIf(!!skip)(
     afterAll(async () => {
       if (child?.exitCode === null) child.kill('SIGKILL');
       await runtime?.proc.stop(5_000);
+      if (shop) await closeServer(shop.server);
       await nats?.stop();
     });
 
@@ -119,6 +143,24 @@ describe.skipIf(!!skip)(
         5_000,
       );
       expect(await metrics()).toMatch(/apphost_gateway_dataplane_up 1/);
+    });
+
+    it("a call on a custom domain goes to the domain's app with its whole path, as in node mode, not to the app its path names", async () => {
+      // The token is known to the data plane (the test above) and p/hello is in its table: without the
+      // domain map, /v4/<P>/hello/echo would be served by hello. Node routes it to the domain's app.
+      const res = await request(`http://127.0.0.1:${port}/v4/${P}/hello/echo`, {
+        method: 'POST',
+        headers: {
+          host: 'Shop.Native-Test.example:8443',
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ x: 3 }),
+      });
+      const text = await res.body.text();
+      expect(res.statusCode, text).toBe(200);
+      expect(JSON.parse(text)).toEqual({ app: 'shop', method: 'POST', path: `/v4/${P}/hello/echo` });
+      expect(await handoffs()).toContain('domain 1');
     });
 
     it('a pre-dispatch refusal is Node’s answer, through the data plane', async () => {

@@ -1,6 +1,7 @@
 /**
  * Test entrypoint: the gateway + run worker process exactly as main.ts builds it, but with a static
- * resolver read from APPHOST_TEST_APPS (JSON array of ResolvedApp) instead of the Kubernetes watches;
+ * resolver read from APPHOST_TEST_APPS (JSON array of ResolvedApp) and APPHOST_TEST_HOSTS (JSON object:
+ * custom domain → {projectId, appName}) instead of the Kubernetes watches;
  * APPHOST_GATEWAY_PROCESSES as in main.ts. Prints `listening <port>` once serving (with several
  * processes: once every process has listened).
  */
@@ -46,12 +47,18 @@ const env = parseGatewayEnv(
 );
 const log = createLogger({ name: 'gateway-test-entry', level: env.APPHOST_LOG_LEVEL });
 const apps = JSON.parse(process.env.APPHOST_TEST_APPS ?? '[]') as ResolvedApp[];
+const hosts = JSON.parse(process.env.APPHOST_TEST_HOSTS ?? '{}') as Record<
+  string,
+  { projectId: string; appName: string }
+>;
 const run = await runGateway({
   env,
   log,
   processes: gatewayProcessCount(env.APPHOST_GATEWAY_PROCESSES, 2),
   processIndex: process.env[PROCESS_INDEX_ENV],
-  serve: async ({ ops }) => ({ proc: await serveGateway({ env, resolver: staticResolver(apps), log, ops }) }),
+  serve: async ({ ops }) => ({
+    proc: await serveGateway({ env, resolver: staticResolver(apps, hosts), log, ops }),
+  }),
   onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
 });
 onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);

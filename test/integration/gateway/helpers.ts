@@ -105,13 +105,15 @@ function watchedTable(table: () => readonly ResolvedApp[]): {
 
 /**
  * A resolver over a fixed table; mutate `apps` / `hosts` to change what it answers (and call `changed()`
- * so that `watchApps` watchers hear of it). It answers at once, as the cluster's resolver does from its
+ * so that `watchApps` and `watchDomains` watchers hear of it). It answers at once, as the cluster's resolver does from its
  * caches (local mode's answers with promises).
  */
 export function staticResolver(
   apps: ResolvedApp[],
   hosts: Record<string, { projectId: string; appName: string }> = {},
 ): AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts; changed(): void } {
+  const table = watchedTable(() => r.apps);
+  const domainWatchers = new Set<() => void>();
   const r: AppResolver & { apps: ResolvedApp[]; hosts: typeof hosts; changed(): void } = {
     apps,
     hosts,
@@ -121,7 +123,28 @@ export function staticResolver(
     resolveHost(hostname) {
       return r.hosts[hostname];
     },
-    ...watchedTable(() => r.apps),
+    watchApps: table.watchApps,
+    watchDomains(sink) {
+      const told = new Set<string>();
+      const report = () => {
+        for (const host of told.keys())
+          if (!r.hosts[host]) {
+            told.delete(host);
+            sink.setDomain(host, undefined);
+          }
+        for (const [host, t] of Object.entries(r.hosts)) {
+          told.add(host);
+          sink.setDomain(host, { ...t });
+        }
+      };
+      report();
+      domainWatchers.add(report);
+      return () => void domainWatchers.delete(report);
+    },
+    changed() {
+      table.changed();
+      for (const report of domainWatchers) report();
+    },
   };
   return r;
 }
@@ -235,6 +258,7 @@ export async function frontGateway(
     now: Date.now,
   });
   const stopApps = opts.resolver?.watchApps?.(feed.apps);
+  const stopDomains = opts.resolver?.watchDomains?.(feed.domains);
   if (opts.verifier) relays.get(opts.verifier)?.attach((t) => feed.remember(t));
   opts.resolver?.watchReplicas?.({ ...feed.replicas });
   const supervisor = superviseDataPlane({
@@ -260,6 +284,7 @@ export async function frontGateway(
     supervisor.handover();
     await supervisor.drain();
     stopApps?.();
+    stopDomains?.();
   });
   return { server: handoff.server, url: `http://127.0.0.1:${port}` };
 }

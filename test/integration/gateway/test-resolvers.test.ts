@@ -48,3 +48,34 @@ describe.each([
     expect(sink.table.has('p/d')).toBe(false);
   });
 });
+
+describe('staticResolver: watchDomains', () => {
+  it('reports its hosts at once, then each assignment, move and removal on changed(), until stopped', () => {
+    const r = staticResolver([], { 'a.example': { projectId: 'p', appName: 'a' } });
+    const table = new Map<string, string>();
+    const events: string[] = [];
+    const stop = r.watchDomains?.({
+      setDomain: (host, t) => {
+        if (t) table.set(host, `${t.projectId}/${t.appName}`);
+        else table.delete(host);
+        events.push(`${host} ${t ? t.appName : 'gone'}`);
+      },
+    });
+    expect([...table]).toEqual([['a.example', 'p/a']]);
+
+    r.hosts['b.example'] = { projectId: 'p', appName: 'b' };
+    r.hosts['a.example'] = { projectId: 'p', appName: 'c' };
+    r.changed();
+    expect(Object.fromEntries(table)).toEqual({ 'a.example': 'p/c', 'b.example': 'p/b' });
+
+    delete r.hosts['a.example'];
+    r.changed();
+    expect(Object.fromEntries(table)).toEqual({ 'b.example': 'p/b' });
+    expect(events).toContain('a.example gone');
+
+    stop?.();
+    r.hosts['d.example'] = { projectId: 'p', appName: 'd' };
+    r.changed();
+    expect(table.has('d.example')).toBe(false);
+  });
+});
