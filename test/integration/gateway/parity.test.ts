@@ -12,8 +12,7 @@
  * token feed through serve.ts's onRemember, the run worker for the async rows), not frontGateway.
  * Error rows name their code first (`not_found: …`) and Node's answer must carry it. Not in the table:
  * `shutting_down` (a draining gateway: dataplane-native.test.ts and answer.rs's drain vectors),
- * `queue_unavailable` (async only), `gateway_unavailable` (native only), custom domains (entry.ts's
- * resolver has no hosts).
+ * `queue_unavailable` (async only), `gateway_unavailable` (native only).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
@@ -44,7 +43,7 @@ interface Row {
   method?: 'POST' | 'GET' | 'PUT';
   /** After `http://host:port`. */
   path: string;
-  /** Flat name/value list (repeats allowed), sent as is; authorization and content-type are added unless named. */
+  /** Flat name/value list (repeats allowed), sent as is; host, authorization and content-type are added unless named. */
   headers?: string[];
   body?: string | Buffer;
   /** Sent as a chunked stream of these pieces (no Content-Length). */
@@ -77,6 +76,8 @@ function echoReport(body: string): { headers: Array<[string, string]> } | undefi
   return JSON.parse(body) as { headers: Array<[string, string]> };
 }
 const deep = (n: number) => `{"a":${'['.repeat(n)}${']'.repeat(n)}}`;
+/** A custom domain of P, assigned to the `echo` app. */
+const DOMAIN = 'echo.parity-test.example';
 const hello = (fn: string, q = '') => `/v4/${P}/hello/${fn}${q}`;
 const echo = (path: string) => `/v4/${P}/echo/${path}`;
 
@@ -87,6 +88,13 @@ const ROWS: Row[] = [
     name: 'a custom app receives method, path, query, headers and body',
     path: echo('a/b?q=1'),
     body: 'raw body',
+  },
+  {
+    // The path names hello, whose token the data plane knows: the domain's app gets the whole path.
+    name: "a custom domain: the whole path goes to the domain's app, not to the app it names",
+    path: hello('echo'),
+    headers: ['host', 'Echo.Parity-Test.example:8443'],
+    body: '{"x":1}',
   },
   {
     name: 'duplicate request headers (first kept, joined, cookie with ;)',
@@ -296,6 +304,7 @@ describe.skipIf(!!skip)(
           APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: '20',
           APPHOST_GATEWAY_CAPACITY_BLOCK_MS: '20',
           APPHOST_TEST_APPS: JSON.stringify(apps),
+          APPHOST_TEST_HOSTS: JSON.stringify({ [DOMAIN]: { projectId: P, appName: 'echo' } }),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -372,7 +381,7 @@ describe.skipIf(!!skip)(
       const token = { own: tokens.own, other: tokens.other, garbage: 'not-a-token', none: undefined }[
         row.token ?? 'own'
       ];
-      const headers = ['host', host];
+      const headers = named.has('host') ? [] : ['host', host];
       if (token && !named.has('authorization')) headers.push('authorization', `Bearer ${token}`);
       if (!named.has('content-type') && row.method !== 'GET')
         headers.push('content-type', 'application/json');
