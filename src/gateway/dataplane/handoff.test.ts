@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
+import { createConnection, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -154,6 +154,48 @@ describe('serveHandoff: the socket file', () => {
         req.end();
       });
       expect(answer).toEqual({ status: 200, body: 'served host=(none)' });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('reads on after a Connection: close answer given before the body was read, so the data plane keeps the answer', async () => {
+    // A 413 decided from Content-Length: the data plane is still sending the body when Node answers. Had
+    // Node closed at once, the next write would fail (EPIPE) and hyper could report that instead of the 413.
+    const path = join(dir(), 'handoff.sock');
+    const h = await serveHandoff({
+      path,
+      callback: (_req, res) => {
+        res.writeHead(413, { connection: 'close', 'content-length': 2 });
+        res.end('no');
+      },
+      log: silentLogger(),
+      registry: new Registry(),
+    });
+    try {
+      const marker = formatHandoffMarker({ requestId: ID, startedAt: Date.now(), reason: 'body_over_limit' });
+      const socket = createConnection({ path, allowHalfOpen: true }); // the data plane writes on after the answer ends
+      const received: Buffer[] = [];
+      socket.on('data', (c: Buffer) => received.push(c));
+      const ended = new Promise<void>((resolve) => socket.once('end', resolve));
+      const failed = new Promise<Error>((resolve) => socket.once('error', resolve));
+      socket.write(
+        `POST /v4/p/a/run HTTP/1.1\r\nhost: x\r\nx-apphost-handoff: ${marker}\r\ncontent-length: 1048576\r\n\r\n`,
+      );
+      socket.write(Buffer.alloc(64 * 1024, 'z'));
+      await ended; // the whole answer, then Node's FIN
+      expect(Buffer.concat(received).toString('latin1')).toMatch(/^HTTP\/1\.1 413 [\s\S]*\r\n\r\nno$/);
+      // Node closing at once would make these writes fail; lingering, it drops them.
+      await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 4; i++) socket.write(Buffer.alloc(64 * 1024, 'z'));
+      const outcome = await Promise.race([
+        failed.then((e) => `error ${(e as NodeJS.ErrnoException).code}`),
+        new Promise<string>((r) =>
+          socket.write(Buffer.alloc(1, 'z'), (e) => r(e ? `error ${e.message}` : 'written')),
+        ),
+      ]);
+      expect(outcome).toBe('written');
+      socket.destroy();
     } finally {
       await h.close();
     }

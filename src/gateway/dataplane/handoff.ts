@@ -16,6 +16,7 @@
 import { randomUUID } from 'node:crypto';
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { connect } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
 import { ApiError, ErrorCode } from '../../shared/errors.ts';
@@ -53,6 +54,16 @@ export const HANDOFF_CLOSE_TIMEOUT_MS = 5_000;
  * Node, retires it, and never sends a request on a connection Node is closing.
  */
 export const HANDOFF_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/**
+ * How long a connection Node closes after an answer that says `Connection: close` (a 413 decided from
+ * `Content-Length`, before the body was read) goes on reading, and dropping, what the data plane still
+ * sends of the body. node:http would close at once: the data plane's next body write then fails, and
+ * hyper's client may report that failure instead of the answer it has already received: 7 of 300
+ * over-limit calls were answered 503 `gateway_unavailable` instead of 413. This is nginx's lingering close,
+ * for the same reason. The data plane closes its end once it has the answer and its body is sent.
+ */
+export const HANDOFF_LINGER_MS = 2_000;
 
 export interface HandoffMarker extends HandedOffCall {
   reason: HandoffReason;
@@ -247,6 +258,17 @@ export async function serveHandoff(opts: HandoffServerOptions): Promise<HandoffS
   });
 
   server.keepAliveTimeout = HANDOFF_KEEP_ALIVE_TIMEOUT_MS;
+  // node:http ends a `Connection: close` answer's connection with destroySoon(): half-close instead, read
+  // on (the parser drops the rest of the dumped body) until the data plane closes its end or the bound.
+  server.on('connection', (socket: Socket) => {
+    socket.destroySoon = function lingeringClose(this: Socket) {
+      this.end();
+      const timer = setTimeout(() => this.destroy(), HANDOFF_LINGER_MS);
+      timer.unref();
+      this.once('end', () => this.destroy());
+      this.once('close', () => clearTimeout(timer));
+    };
+  });
   await clearStaleSocket(path);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
