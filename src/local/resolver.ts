@@ -96,6 +96,19 @@ export function createLocalResolver(deps: {
     }
   }
 
+  /** The app as both `resolve` and the `watchApps` reports give it, before its functions are known. */
+  function resolvedApp(appName: string, ep: LocalAppEndpoint, ready: boolean): ResolvedApp {
+    return {
+      projectId: deps.projectId,
+      appName,
+      runtime: ep.runtime,
+      upstream: `http://127.0.0.1:${ep.port}`,
+      ready,
+      gracePeriodSeconds: ep.gracePeriodSeconds,
+      ...(ep.scaling ? { scaling: ep.scaling } : {}),
+    };
+  }
+
   /**
    * What `resolve` answers for a reported app, without waiting: functions only when already listed for
    * this generation (listing them is started otherwise, and `then` runs once they are).
@@ -107,15 +120,7 @@ export function createLocalResolver(deps: {
     then: () => void,
   ): ResolvedApp {
     const ready = !ep.starting && (replicas.replicaCounts(appName)?.ready ?? 0) > 0;
-    const resolved: ResolvedApp = {
-      projectId: deps.projectId,
-      appName,
-      runtime: ep.runtime,
-      upstream: `http://127.0.0.1:${ep.port}`,
-      ready,
-      gracePeriodSeconds: ep.gracePeriodSeconds,
-      ...(ep.scaling ? { scaling: ep.scaling } : {}),
-    };
+    const resolved = resolvedApp(appName, ep, ready);
     if (ready && ep.runtime === 'cortex') {
       const cached = functions.get(appName);
       if (cached && cached.generation === ep.generation) resolved.functions = cached.names;
@@ -143,15 +148,7 @@ export function createLocalResolver(deps: {
           ready = false;
         }
       }
-      const resolved: ResolvedApp = {
-        projectId,
-        appName,
-        runtime: ep.runtime,
-        upstream: `http://127.0.0.1:${ep.port}`,
-        ready,
-        gracePeriodSeconds: ep.gracePeriodSeconds,
-        ...(ep.scaling ? { scaling: ep.scaling } : {}),
-      };
+      const resolved = resolvedApp(appName, ep, ready);
       if (ready && ep.runtime === 'cortex') {
         const names = await listFunctions(appName, ep);
         if (names) resolved.functions = names;
