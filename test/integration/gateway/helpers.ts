@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import type { BalancerSettings } from '../../../src/gateway/balancer/balancer.ts';
 import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.ts';
-import { dataPlaneConfig } from '../../../src/gateway/dataplane/config-frame.ts';
+import { balancerFrame, dataPlaneConfig, gatewayFrame } from '../../../src/gateway/dataplane/config-frame.ts';
 import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
 import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
 import type { ConfigMessage } from '../../../src/gateway/dataplane/protocol.ts';
@@ -293,30 +293,10 @@ export async function frontGateway(
 function withSettings(c: ConfigMessage, g: GatewaySettings | undefined, b: BalancerSettings): ConfigMessage {
   return {
     ...c,
-    gateway: {
-      ...c.gateway,
-      ...(g
-        ? {
-            maxBodyBytes: g.maxBodyBytes,
-            syncTimeoutMs: g.syncTimeoutMs,
-            streamIdleTimeoutMs: g.streamIdleTimeoutMs,
-            retryAfterSeconds: g.retryAfterSeconds,
-            syncRecordsPerAppPerSecond: g.syncRecordsPerAppPerSecond,
-            syncRecordsPerSecond: g.syncRecordsPerSecond,
-          }
-        : {}),
-      coldStartTimeoutMs: b.coldStartTimeoutMs,
-    },
-    balancer: {
-      ...c.balancer,
-      queueTimeoutMs: b.queueTimeoutMs,
-      queueDepthFactor: b.queueDepthFactor,
-      maxQueuePerApp: b.maxQueuePerApp,
-      capacityBlockMs: b.capacityBlockMs,
-      unreachableBlockMs: b.unreachableBlockMs,
-      maxRetries: b.maxRetries,
-      retryAfterSeconds: b.retryAfterSeconds,
-    },
+    gateway: g
+      ? gatewayFrame(g, b, c.gateway.connectionHandoverMs)
+      : { ...c.gateway, coldStartTimeoutMs: b.coldStartTimeoutMs },
+    balancer: balancerFrame(b, c.balancer.routing),
   };
 }
 
