@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::http::{Caller, Chunks, caller, epoch_ms};
+
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
@@ -52,23 +54,6 @@ type Out = BoxBody<Bytes, Infallible>;
 
 fn full(b: Bytes) -> Out {
     Full::new(b).boxed()
-}
-
-/// A body fed chunk by chunk (an event stream).
-struct Chunks(mpsc::UnboundedReceiver<Bytes>);
-
-impl hyper::body::Body for Chunks {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
-        self.get_mut()
-            .0
-            .poll_recv(cx)
-            .map(|c| c.map(|b| Ok(hyper::body::Frame::data(b))))
-    }
 }
 
 /// Serves `handler` on every connection `accept` yields.
@@ -276,13 +261,6 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
 fn app(name: &str, runtime: &str, upstream: &str, capacity: u32, functions: Value) -> Value {
     json!({
         "projectId": "p", "appName": name, "runtime": runtime, "upstream": upstream,
@@ -370,17 +348,6 @@ impl Plane {
             .await
             .unwrap()
     }
-}
-
-type Caller = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn caller(port: u16) -> Caller {
-    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    sender
 }
 
 async fn call(

@@ -4,14 +4,14 @@
 
 mod support;
 
+use support::http::{Caller, Chunks, caller, epoch_ms};
+
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::{Child, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apphost_dataplane::channel::FrameReader;
 use apphost_dataplane::config::Config;
@@ -20,7 +20,7 @@ use apphost_dataplane::frame::encode;
 use apphost_dataplane::message::{Message, PROTOCOL_VERSION};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Bytes, Frame, Incoming};
+use hyper::body::{Bytes, Incoming};
 use hyper::header::HeaderMap;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -42,23 +42,6 @@ struct Seen {
     uri: String,
     headers: HeaderMap,
     body: Bytes,
-}
-
-/// A body fed chunk by chunk from the test.
-struct Chunks(mpsc::UnboundedReceiver<Bytes>);
-
-impl Body for Chunks {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.get_mut()
-            .0
-            .poll_recv(cx)
-            .map(|c| c.map(|b| Ok(Frame::data(b))))
-    }
 }
 
 type NodeBody = BoxBody<Bytes, Infallible>;
@@ -268,17 +251,6 @@ impl Plane {
 
 // --- callers ------------------------------------------------------------------------------------------
 
-type Caller = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn caller(port: u16) -> Caller {
-    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
 async fn call(
     c: &mut Caller,
     method: &str,
@@ -306,10 +278,6 @@ async fn body_of(res: Response<Incoming>) -> String {
         .unwrap()
         .unwrap();
     String::from_utf8(b.to_bytes().to_vec()).unwrap()
-}
-
-fn epoch_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 /// A UUID v4 as `randomUUID` writes it.

@@ -2,6 +2,8 @@
 //! stream socketpair on its fd 3 (what `spawn`'s `'pipe'` gives a child).
 #![allow(dead_code)] // each test file uses its part
 
+pub mod http;
+
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
