@@ -175,26 +175,14 @@ impl Message {
         let Value::Object(obj) = value else {
             return Err(malformed("not a JSON object".to_owned()));
         };
-        let v = uint(&obj, "v")?;
-        if v != PROTOCOL_VERSION {
-            return Err(ProtocolError::VersionMismatch {
-                got: v,
-                want: PROTOCOL_VERSION,
-            });
-        }
+        same_version(uint(&obj, "v")?)?;
         let type_name = match obj.get("type") {
             Some(Value::String(s)) => s.clone(),
             _ => return Err(malformed("no string field \"type\"".to_owned())),
         };
         match type_name.as_str() {
             "hello" => {
-                let protocol = uint(&obj, "protocol")?;
-                if protocol != PROTOCOL_VERSION {
-                    return Err(ProtocolError::VersionMismatch {
-                        got: protocol,
-                        want: PROTOCOL_VERSION,
-                    });
-                }
+                let protocol = same_version(uint(&obj, "protocol")?)?;
                 let build = match obj.get("build") {
                     Some(Value::String(s)) => s.clone(),
                     _ => return Err(malformed("hello has no string field \"build\"".to_owned())),
@@ -258,6 +246,18 @@ fn with_header(t: &str, fields: Map<String, Value>) -> Value {
     out.insert("type".to_owned(), json!(t));
     out.extend(fields);
     Value::Object(out)
+}
+
+/// `got` if it is this build's protocol (a frame's `v`, `hello.protocol`), else `version_mismatch`.
+fn same_version(got: u64) -> Result<u64, ProtocolError> {
+    if got == PROTOCOL_VERSION {
+        Ok(got)
+    } else {
+        Err(ProtocolError::VersionMismatch {
+            got,
+            want: PROTOCOL_VERSION,
+        })
+    }
 }
 
 fn malformed(reason: String) -> ProtocolError {
