@@ -432,21 +432,37 @@ pub fn says_close(headers: &HeaderMap) -> bool {
     })
 }
 
-/// The caller's headers as Node gets them: the hop-by-hop ones and those `Connection` names removed
-/// (Node would drop the latter before the app, but can no longer tell which they were), and any
-/// caller-sent marker (only the data plane sets it).
+/// The caller's headers as Node gets them: the hop-by-hop ones removed, and any caller-sent marker (only
+/// the data plane sets it). The names the caller's `Connection` lists are kept, and listed again in a
+/// `Connection` of the hop's own, so that Node reads them as in node mode (a listed `Authorization` still
+/// authorizes the call) and drops them before the app (`forwardRequestHeaders`). `close` and
+/// `keep-alive` are left out of it: they are about the caller's connection, which the data plane keeps.
 pub fn strip_request_headers(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|s| s.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
-    for name in listed.iter().chain(&HOP_BY_HOP) {
+    let mut listed = String::new();
+    for v in headers.get_all(CONNECTION).iter() {
+        let Ok(s) = v.to_str() else { continue };
+        for t in s.split(',').map(str::trim) {
+            let Ok(name) = HeaderName::from_bytes(t.as_bytes()) else {
+                continue;
+            };
+            if name == "close" || name == "keep-alive" || HOP_BY_HOP.contains(&name) {
+                continue;
+            }
+            if !listed.is_empty() {
+                listed.push_str(", ");
+            }
+            listed.push_str(name.as_str());
+        }
+    }
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
     headers.remove(MARKER);
+    if let Ok(v) = HeaderValue::from_str(&listed)
+        && !listed.is_empty()
+    {
+        headers.insert(CONNECTION, v);
+    }
 }
 
 /// An error the data plane writes itself, as the gateway's `writeError` writes it: the JSON body, its
@@ -553,7 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn request_headers_lose_hop_by_hop_listed_and_the_callers_marker() {
+    fn request_headers_lose_hop_by_hop_and_the_callers_marker_and_keep_the_listed_for_node() {
         let mut h = HeaderMap::new();
         for (k, v) in [
             ("host", "example.com"),
@@ -575,8 +591,34 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["authorization", "content-length", "host", "x-webhook-secret"]
+            [
+                "authorization",
+                "connection",
+                "content-length",
+                "host",
+                "x-secret-hop",
+                "x-webhook-secret"
+            ]
         );
+        assert_eq!(h["connection"], "x-secret-hop");
+    }
+
+    #[test]
+    fn a_listed_authorization_reaches_node_with_the_list() {
+        let mut h = HeaderMap::new();
+        h.append(CONNECTION, HeaderValue::from_static("close, Authorization"));
+        h.append(CONNECTION, HeaderValue::from_static("TE, x-b"));
+        h.append(
+            HeaderName::from_static("authorization"),
+            HeaderValue::from_static("Bearer t"),
+        );
+        strip_request_headers(&mut h);
+        assert_eq!(h["authorization"], "Bearer t");
+        assert_eq!(h["connection"], "authorization, x-b");
+        let mut bare = HeaderMap::new();
+        bare.append(CONNECTION, HeaderValue::from_static("keep-alive"));
+        strip_request_headers(&mut bare);
+        assert!(bare.is_empty());
     }
 
     #[test]

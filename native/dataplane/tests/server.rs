@@ -361,9 +361,13 @@ async fn every_call_goes_to_node_whole_with_the_marker_and_comes_back_unchanged(
         ] {
             assert_eq!(s.headers[k], v, "{k}");
         }
-        assert!(
-            s.headers.get("x-hop").is_none(),
-            "a Connection-listed header is not passed on"
+        assert_eq!(
+            (
+                s.headers["x-hop"].to_str().unwrap(),
+                s.headers["connection"].to_str().unwrap()
+            ),
+            ("1", "x-hop"),
+            "a Connection-listed header reaches Node listed in the hop's own Connection"
         );
         let markers: Vec<_> = s.headers.get_all("x-apphost-handoff").iter().collect();
         assert_eq!(
