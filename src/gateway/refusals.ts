@@ -27,10 +27,19 @@ export type HandoffFailure = (typeof HandoffFailure)[keyof typeof HandoffFailure
 /**
  * The native data plane's answer when the hand-off failed. Written by the Rust data plane only (Node
  * never answers it: in node mode a dead Node is a dead port); defined here so its bytes have one source.
+ * Only `refused` says to retry (nothing was sent). After a `timeout` or a `closed` connection the call
+ * may have run, so there is no `Retry-After`: a retry could run it twice, and the caller decides, as
+ * after a connection cut by a gateway that dies in node mode.
  */
 export function gatewayUnavailable(reason: HandoffFailure, retryAfterSeconds: number): ApiError {
-  return new ApiError(ErrorCode.GatewayUnavailable, 'the gateway cannot take the call now; retry', {
-    details: { reason },
-    retryAfter: retryAfterSeconds,
-  });
+  if (reason === HandoffFailure.Refused)
+    return new ApiError(ErrorCode.GatewayUnavailable, 'the gateway cannot take the call now; retry', {
+      details: { reason },
+      retryAfter: retryAfterSeconds,
+    });
+  return new ApiError(
+    ErrorCode.GatewayUnavailable,
+    'the gateway lost the call before its answer; it may have run',
+    { details: { reason } },
+  );
 }

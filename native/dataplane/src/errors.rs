@@ -176,13 +176,22 @@ impl HandoffFailure {
     }
 }
 
-/// 503 `gateway_unavailable` (native mode only, design §3; refusals.ts `gatewayUnavailable`).
+/// 503 `gateway_unavailable` (native mode only, design §3; refusals.ts `gatewayUnavailable`). Only
+/// `refused` (nothing was sent) says to retry; after `timeout` or `closed` the call may have run, so
+/// there is no `Retry-After`.
 pub fn gateway_unavailable(reason: HandoffFailure, retry_after: u64) -> ApiError {
+    let (message, retry_after) = match reason {
+        HandoffFailure::Refused => ("the gateway cannot take the call now; retry", Some(retry_after)),
+        HandoffFailure::Timeout | HandoffFailure::Closed => (
+            "the gateway lost the call before its answer; it may have run",
+            None,
+        ),
+    };
     ApiError {
         status: 503,
         code: "gateway_unavailable",
-        message: "the gateway cannot take the call now; retry".to_owned(),
+        message: message.to_owned(),
         details: vec![("reason", Detail::Text(reason.as_str().to_owned()))],
-        retry_after: Some(retry_after),
+        retry_after,
     }
 }

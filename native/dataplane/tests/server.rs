@@ -488,6 +488,10 @@ async fn an_answer_head_over_its_bound_is_503_gateway_unavailable() {
         took >= Duration::from_millis(300) && took < Duration::from_secs(5),
         "{took:?}"
     );
+    assert!(
+        res.headers().get("retry-after").is_none(),
+        "after a timeout the call may have run: no invitation to retry"
+    );
     assert_eq!(
         body_of(res).await,
         gateway_unavailable(HandoffFailure::Timeout, 5).body()
