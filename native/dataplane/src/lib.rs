@@ -25,6 +25,7 @@ pub mod pool;
 pub mod query;
 pub mod records;
 pub mod refused;
+pub mod reports;
 pub mod route;
 pub mod run;
 pub mod server;

@@ -12,6 +12,8 @@ use serde_json::{Map, Value, json};
 use crate::config::Config;
 use crate::error::ProtocolError;
 use crate::frame;
+use crate::records::SyncCall;
+use crate::reports::{self, AppLoad};
 
 /// The protocol this build speaks: every frame's `v`, and `hello.protocol`. Both sides come from one
 /// image, so a mismatch means a broken build and is refused, never negotiated (fail closed).
@@ -42,6 +44,10 @@ pub enum Message {
     Ready { generation: String, seq: u64 },
     /// Data plane → Node: in-flight calls ended (or the drain bound passed); the child exits next.
     Drained,
+    /// Data plane → Node, every `loadReportIntervalMs` (step 7): the apps with load (reports.rs).
+    Load(Vec<AppLoad>),
+    /// Data plane → Node (step 7): admitted sync-call records, batched (reports.rs).
+    Records(Vec<SyncCall>),
 }
 
 /// The state frames' types; they share one `seq` counter per `gen`.
@@ -126,6 +132,8 @@ impl Message {
             Message::Resync { .. } => "resync",
             Message::Ready { .. } => "ready",
             Message::Drained => "drained",
+            Message::Load(_) => "load",
+            Message::Records(_) => "records",
         }
     }
 
@@ -158,6 +166,8 @@ impl Message {
                 json!({ "v": v, "type": t, "gen": generation, "seq": seq })
             }
             Message::Drained => json!({ "v": v, "type": t }),
+            Message::Load(apps) => with_header(t, reports::load_fields(apps)),
+            Message::Records(records) => with_header(t, reports::records_fields(records)),
         };
         serde_json::to_vec(&value).expect("a JSON value always serialises")
     }
@@ -216,6 +226,8 @@ impl Message {
                 seq: uint(&obj, "seq")?,
             }),
             "drained" => Ok(Message::Drained),
+            "load" => Ok(Message::Load(reports::load_from(&obj)?)),
+            "records" => Ok(Message::Records(reports::records_from(&obj)?)),
             other => match StateKind::ALL.into_iter().find(|k| k.type_name() == other) {
                 Some(kind) => {
                     let generation = string(&obj, "gen")?;
@@ -352,6 +364,55 @@ mod tests {
                 seq: 0,
             },
             Message::Drained,
+            Message::Load(vec![
+                AppLoad {
+                    project_id: "p".to_owned(),
+                    app_name: "a".to_owned(),
+                    concurrency: 1.25,
+                    inflight: 2,
+                    queued: 1,
+                    runs: 0,
+                    replicas: Some(vec![("r1".to_owned(), 2), ("r2".to_owned(), 0)]),
+                },
+                AppLoad {
+                    project_id: "p".to_owned(),
+                    app_name: "b".to_owned(),
+                    concurrency: 0.0,
+                    inflight: 0,
+                    queued: 0,
+                    runs: 0,
+                    replicas: None,
+                },
+            ]),
+            Message::Load(Vec::new()),
+            Message::Records(vec![
+                SyncCall {
+                    request_id: "id-1".to_owned(),
+                    project_id: "p".to_owned(),
+                    app_name: "a".to_owned(),
+                    path: "f/é".to_owned(),
+                    status: 200,
+                    error_code: None,
+                    error_message: None,
+                    started_at_ms: 1_795_000_000_000,
+                    finished_at_ms: 1_795_000_000_002,
+                    aborted: true,
+                    streamed: true,
+                },
+                SyncCall {
+                    request_id: "id-2".to_owned(),
+                    project_id: "p".to_owned(),
+                    app_name: "a".to_owned(),
+                    path: String::new(),
+                    status: 504,
+                    error_code: Some("upstream_timeout".to_owned()),
+                    error_message: Some("no answer \"within\" 60 s".to_owned()),
+                    started_at_ms: 0,
+                    finished_at_ms: MAX_SAFE_INTEGER,
+                    aborted: false,
+                    streamed: false,
+                },
+            ]),
         ];
         for (i, kind) in StateKind::ALL.into_iter().enumerate() {
             msgs.push(state(kind, i as u64, json!({ "key": "p/a", "app": null })));
@@ -403,6 +464,8 @@ mod tests {
                 seq: 1,
             },
             Message::Drained,
+            Message::Load(Vec::new()),
+            Message::Records(Vec::new()),
         ];
         assert!(!ours.iter().any(Message::from_node));
     }
@@ -422,6 +485,12 @@ mod tests {
             br#"{"v":1,"type":"token","gen":null,"seq":1}"#,
             br#"{"v":1,"type":"config"}"#,
             br#"{"v":1,"type":"config","listen":{"host":"h","port":1}}"#,
+            br#"{"v":1,"type":"load"}"#,
+            br#"{"v":1,"type":"load","apps":[{"projectId":"","appName":"a","concurrency":0,"inflight":0,"queued":0,"runs":0}]}"#,
+            br#"{"v":1,"type":"load","apps":[{"projectId":"p","appName":"a","concurrency":0,"inflight":0,"queued":0,"runs":0,"replicas":null}]}"#,
+            br#"{"v":1,"type":"records","records":[{}]}"#,
+            br#"{"v":1,"type":"records","records":[{"requestId":"x","projectId":"p","appName":"a","path":"f","status":1000,"startedAtMs":1,"finishedAtMs":2,"aborted":false,"streamed":false}]}"#,
+            br#"{"v":1,"type":"records","records":[{"requestId":"x","projectId":"p","appName":"a","path":"f","status":200,"errorMessage":null,"startedAtMs":1,"finishedAtMs":2,"aborted":false,"streamed":false}]}"#,
         ] {
             let err = Message::from_payload(payload).unwrap_err();
             assert_eq!(

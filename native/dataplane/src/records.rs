@@ -5,6 +5,30 @@
 
 use std::collections::HashMap;
 
+/// A finished sync call the data plane answered, as the gateway's `access.done` records it (`SyncCall`
+/// in src/runs/sync-calls.ts; never `webhookHost`: webhook calls are handed to Node). Built only for a
+/// call `SyncCallLimiter` admitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncCall {
+    /// The id sent as `X-Request-Id`.
+    pub request_id: String,
+    pub project_id: String,
+    pub app_name: String,
+    /// The function path after the app's name, as routed.
+    pub path: String,
+    /// The status the caller got (the app's, or the data plane's own error status).
+    pub status: u16,
+    /// The data plane's own error code and message, when it answered with an error instead of the app.
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub started_at_ms: u64,
+    pub finished_at_ms: u64,
+    /// The caller went away before the answer was complete.
+    pub aborted: bool,
+    /// The app answered text/event-stream.
+    pub streamed: bool,
+}
+
 /// The record rate bounds (`SyncCallSettings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncCallSettings {

@@ -56,7 +56,7 @@ describe('the shared frame cases (frames.json)', () => {
     const types = new Set(good.flatMap((c) => readCase(c).messages.map((m) => m.type)));
     expect([...types].sort()).toEqual(
       [
-        ...['hello', 'pong', 'resync', 'ready', 'drained'],
+        ...['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records'],
         ...['ping', 'config', 'snapshot', 'app', 'replicas', 'failure', 'domain', 'token', 'drain'],
       ].sort(),
     );

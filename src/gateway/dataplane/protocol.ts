@@ -8,11 +8,12 @@
  * A frame is a 4-byte big-endian length, then that many bytes of one JSON object `{"v":1,"type":...}`,
  * at most DATAPLANE_MAX_FRAME_BYTES. A missing or wrongly typed field is `frame_malformed` (fail
  * closed); an extra field is ignored. Every number is a non-negative integer no larger than 2^53 − 1
- * (what both sides read exactly), except the two `syncRecords*` rates.
+ * (what both sides read exactly), except the two `syncRecords*` rates and `load`'s `concurrency`.
  *
  * Nothing here does I/O or logs: frames carry token digests, and the channel logs none of its content.
  */
 import { z } from 'zod';
+import { AppLoadSchema } from '../../shared/contracts/scaling.ts';
 
 /** Every frame's `v` and `hello.protocol`: both sides come from one image, so another value is refused. */
 export const DATAPLANE_PROTOCOL_VERSION = 1;
@@ -93,6 +94,31 @@ const host = () => z.string().regex(/^[^A-Z]*$/, 'must be lower-cased');
 const AppRefSchema = z.object({ projectId: z.string(), appName: z.string() });
 /** Every state frame: the Node start it belongs to, and its place in that start's one counter. */
 const StateFields = { gen: z.string(), seq: uint() };
+/**
+ * One app's load as the data plane measured it: `AppLoadSchema` (shared/contracts/scaling.ts), its counts
+ * held to integers as every count on the channel is; `concurrency` (a time average) may be fractional.
+ */
+const AppLoadWire = AppLoadSchema.extend({
+  concurrency: rate(),
+  inflight: uint(),
+  queued: uint(),
+  runs: uint(),
+  replicas: z.record(z.string(), uint()).optional(),
+});
+/** A finished sync call the data plane served and admitted for a record (`SyncCall`, runs/sync-calls.ts; never `webhookHost`). */
+const SyncCallWire = z.object({
+  requestId: z.string().min(1),
+  projectId: z.string().min(1),
+  appName: z.string().min(1),
+  path: z.string(),
+  status: uint().max(999),
+  errorCode: z.string().optional(),
+  errorMessage: z.string().optional(),
+  startedAtMs: uint(),
+  finishedAtMs: uint(),
+  aborted: z.boolean(),
+  streamed: z.boolean(),
+});
 
 const schemas = {
   // data plane → Node
@@ -102,6 +128,10 @@ const schemas = {
   ready: z.object(StateFields),
   // (its extra fields dropped, as every message's: typed {} rather than zod's Record<string, never>)
   drained: z.object({}).transform((): object => ({})),
+  /** Every `loadReportIntervalMs`: the apps with load (step 7); Node publishes it as reporter `<reporter>-dp`. */
+  load: z.object({ apps: z.array(AppLoadWire) }),
+  /** Admitted sync-call records, batched (RECORDS_BATCH_MAX / RECORDS_BATCH_MS in native/dataplane). */
+  records: z.object({ records: z.array(SyncCallWire) }),
   // Node → data plane
   ping: z.object({ id: uint() }),
   config: z.object({
@@ -160,6 +190,8 @@ export type DataPlaneApp = z.output<typeof AppSchema>;
 export type DataPlaneToken = z.output<z.ZodObject<typeof TokenFields>>;
 export type StartFailureWire = z.output<typeof StartFailureSchema>;
 export type ConfigMessage = Of<'config'>;
+export type LoadMessage = Of<'load'>;
+export type RecordsMessage = Of<'records'>;
 export type SnapshotMessage = Of<'snapshot'>;
 /** The state frames, which share one `seq` counter per `gen`. */
 export type StateMessage = Extract<
@@ -174,6 +206,8 @@ export const SENT_BY: Readonly<Record<MessageType, 'node' | 'dataplane'>> = {
   resync: 'dataplane',
   ready: 'dataplane',
   drained: 'dataplane',
+  load: 'dataplane',
+  records: 'dataplane',
   ping: 'node',
   config: 'node',
   snapshot: 'node',

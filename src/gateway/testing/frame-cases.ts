@@ -190,10 +190,61 @@ const GOOD: Array<{ name: string; message: Message }> = [
   { name: 'resync', message: { type: 'resync', gen: GEN, seq: 8 } },
   { name: 'ready', message: { type: 'ready', gen: GEN, seq: 0 } },
   { name: 'drained', message: { type: 'drained' } },
+  {
+    name: 'load',
+    message: {
+      type: 'load',
+      apps: [
+        {
+          projectId: 'acme',
+          appName: 'hello',
+          concurrency: 2.375,
+          inflight: 3,
+          queued: 1,
+          runs: 0,
+          replicas: { 'hello-7d9f-abcde': 2, 'hello-7d9f-fghij': 1 },
+        },
+        { projectId: 'acme', appName: 'web', concurrency: 0.5, inflight: 0, queued: 0, runs: 0 },
+      ],
+    },
+  },
+  { name: 'load, no app busy', message: { type: 'load', apps: [] } },
+  {
+    name: 'records',
+    message: {
+      type: 'records',
+      records: [
+        {
+          requestId: '0b5e4c7a-9d1f-4e2b-8a3c-6f7d8e9a0b1c',
+          projectId: 'acme',
+          appName: 'hello',
+          path: 'greet',
+          status: 200,
+          startedAtMs: 1_795_000_000_000,
+          finishedAtMs: 1_795_000_000_003,
+          aborted: false,
+          streamed: true,
+        },
+        {
+          requestId: '1c6f5d8b-0e2a-4f3c-9b4d-7a8e9f0a1b2c',
+          projectId: 'acme',
+          appName: 'hello',
+          path: 'sum/é',
+          status: 504,
+          errorCode: 'upstream_timeout',
+          errorMessage: 'app "hello" did not answer within 60 s',
+          startedAtMs: 1_795_000_000_000,
+          finishedAtMs: 1_795_000_060_000,
+          aborted: false,
+          streamed: false,
+        },
+      ],
+    },
+  },
 ];
 
 const receiver = (m: Message): 'node' | 'dataplane' =>
-  ['hello', 'pong', 'resync', 'ready', 'drained'].includes(m.type) ? 'node' : 'dataplane';
+  ['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records'].includes(m.type) ? 'node' : 'dataplane';
 const json = (text: string) => frame(Buffer.from(text));
 const prefix = (n: number) => {
   const b = Buffer.alloc(4);
@@ -303,12 +354,6 @@ const BAD: FrameCase[] = [
     error: 'unknown_type',
   },
   {
-    name: 'a later step’s type (load)',
-    at: 'node',
-    wire: json('{"v":1,"type":"load","apps":[]}'),
-    error: 'unknown_type',
-  },
-  {
     name: 'a later step’s type (ask-metrics)',
     at: 'dataplane',
     wire: json('{"v":1,"type":"ask-metrics","id":1}'),
@@ -334,6 +379,18 @@ const BAD: FrameCase[] = [
     error: 'unexpected_message',
   },
   { name: 'config sent to Node', at: 'node', wire: encodeMessage(CONFIG), error: 'unexpected_message' },
+  {
+    name: 'load sent to the data plane',
+    at: 'dataplane',
+    wire: json('{"v":1,"type":"load","apps":[]}'),
+    error: 'unexpected_message',
+  },
+  {
+    name: 'records sent to the data plane',
+    at: 'dataplane',
+    wire: json('{"v":1,"type":"records","records":[]}'),
+    error: 'unexpected_message',
+  },
   {
     name: 'drain sent to Node',
     at: 'node',
@@ -364,6 +421,60 @@ const BAD: FrameCase[] = [
     name: 'hello without build',
     at: 'node',
     wire: json('{"v":1,"type":"hello","protocol":1}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'load with a fractional inflight',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"load","apps":[{"projectId":"a","appName":"b","concurrency":1,"inflight":1.5,"queued":0,"runs":0}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'load with a negative concurrency',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"load","apps":[{"projectId":"a","appName":"b","concurrency":-1,"inflight":0,"queued":0,"runs":0}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'load with a replica count that is not a number',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"load","apps":[{"projectId":"a","appName":"b","concurrency":0,"inflight":0,"queued":0,"runs":0,"replicas":{"r":"1"}}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'load without apps',
+    at: 'node',
+    wire: json('{"v":1,"type":"load"}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a record without requestId',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"records","records":[{"projectId":"a","appName":"b","path":"f","status":200,"startedAtMs":1,"finishedAtMs":2,"aborted":false,"streamed":false}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a record with a numeric errorCode',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"records","records":[{"requestId":"x","projectId":"a","appName":"b","path":"f","status":502,"errorCode":502,"startedAtMs":1,"finishedAtMs":2,"aborted":false,"streamed":false}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a record with aborted as a string',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"records","records":[{"requestId":"x","projectId":"a","appName":"b","path":"f","status":200,"startedAtMs":1,"finishedAtMs":2,"aborted":"no","streamed":false}]}',
+    ),
     error: 'frame_malformed',
   },
   {
@@ -557,6 +668,14 @@ const MORE: FrameCase[] = [
     name: 'an app with an extra field',
     at: 'dataplane',
     wire: json(patched(find('app, set'), { app: { ...APP, colour: 'blue' } })),
+  },
+  {
+    // a record never carries webhookHost (webhook calls are handed off): one that did is read without it
+    name: 'a record with a webhookHost',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"records","records":[{"requestId":"x","projectId":"a","appName":"b","path":"f","status":200,"startedAtMs":1,"finishedAtMs":2,"aborted":false,"streamed":false,"webhookHost":"hooks.example.com"}]}',
+    ),
   },
   { name: 'whitespace around the object', at: 'node', wire: json(' \n{"v":1,"type":"pong","id":4}\t') },
   {

@@ -1,0 +1,196 @@
+//! The data plane's two reports to Node (design §4, step 7), their JSON both ways: `load`, the apps'
+//! load every `loadReportIntervalMs` (`AppLoad[]`, shared/contracts/scaling.ts), and `records`, the
+//! sync-call records `records.rs` admitted (`SyncCall[]`, runs/sync-calls.ts). The checks are
+//! protocol.ts's: a missing or wrongly typed field is `frame_malformed`, an extra one is dropped.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::ProtocolError;
+use crate::message::MAX_SAFE_INTEGER;
+use crate::records::SyncCall;
+
+/// One app's load since the last report (`AppLoad`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppLoad {
+    pub project_id: String,
+    pub app_name: String,
+    /// In-flight + queued calls, time-averaged over the interval (`ConcurrencyMeter`).
+    pub concurrency: f64,
+    /// Calls in flight and queued now.
+    pub inflight: u64,
+    pub queued: u64,
+    /// Async runs held: always 0 here (the run worker is Node's).
+    pub runs: u64,
+    /// In-flight calls per ready replica id; `None` leaves the field out.
+    pub replicas: Option<Vec<(String, u64)>>,
+}
+
+impl AppLoad {
+    fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("projectId".to_owned(), json!(self.project_id));
+        o.insert("appName".to_owned(), json!(self.app_name));
+        o.insert("concurrency".to_owned(), json!(self.concurrency));
+        o.insert("inflight".to_owned(), json!(self.inflight));
+        o.insert("queued".to_owned(), json!(self.queued));
+        o.insert("runs".to_owned(), json!(self.runs));
+        if let Some(rs) = &self.replicas {
+            let m: Map<String, Value> = rs.iter().map(|(id, n)| (id.clone(), json!(n))).collect();
+            o.insert("replicas".to_owned(), Value::Object(m));
+        }
+        Value::Object(o)
+    }
+
+    fn from_json(v: &Value, path: &str) -> Result<Self, ProtocolError> {
+        let o = object(v, path)?;
+        let concurrency = o
+            .get("concurrency")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .ok_or_else(|| malformed(format!("{path}.concurrency: not a number >= 0")))?;
+        let replicas = match o.get("replicas") {
+            None => None,
+            Some(Value::Object(m)) => Some(
+                m.iter()
+                    .map(|(id, n)| Ok((id.clone(), count(n, &format!("{path}.replicas.{id}"))?)))
+                    .collect::<Result<Vec<_>, ProtocolError>>()?,
+            ),
+            Some(_) => return Err(malformed(format!("{path}.replicas: not an object"))),
+        };
+        Ok(AppLoad {
+            project_id: name(o, path, "projectId")?,
+            app_name: name(o, path, "appName")?,
+            concurrency,
+            inflight: uint(o, path, "inflight")?,
+            queued: uint(o, path, "queued")?,
+            runs: uint(o, path, "runs")?,
+            replicas,
+        })
+    }
+}
+
+impl SyncCall {
+    fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("requestId".to_owned(), json!(self.request_id));
+        o.insert("projectId".to_owned(), json!(self.project_id));
+        o.insert("appName".to_owned(), json!(self.app_name));
+        o.insert("path".to_owned(), json!(self.path));
+        o.insert("status".to_owned(), json!(self.status));
+        if let Some(code) = &self.error_code {
+            o.insert("errorCode".to_owned(), json!(code));
+        }
+        if let Some(message) = &self.error_message {
+            o.insert("errorMessage".to_owned(), json!(message));
+        }
+        o.insert("startedAtMs".to_owned(), json!(self.started_at_ms));
+        o.insert("finishedAtMs".to_owned(), json!(self.finished_at_ms));
+        o.insert("aborted".to_owned(), json!(self.aborted));
+        o.insert("streamed".to_owned(), json!(self.streamed));
+        Value::Object(o)
+    }
+
+    fn from_json(v: &Value, path: &str) -> Result<Self, ProtocolError> {
+        let o = object(v, path)?;
+        let optional = |field: &str| match o.get(field) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(malformed(format!("{path}.{field}: not a string"))),
+        };
+        let status = uint(o, path, "status")?;
+        Ok(SyncCall {
+            request_id: name(o, path, "requestId")?,
+            project_id: name(o, path, "projectId")?,
+            app_name: name(o, path, "appName")?,
+            path: match o.get("path") {
+                Some(Value::String(s)) => s.clone(),
+                _ => return Err(malformed(format!("{path}.path: not a string"))),
+            },
+            status: u16::try_from(status)
+                .ok()
+                .filter(|s| *s <= 999)
+                .ok_or_else(|| malformed(format!("{path}.status: over 999")))?,
+            error_code: optional("errorCode")?,
+            error_message: optional("errorMessage")?,
+            started_at_ms: uint(o, path, "startedAtMs")?,
+            finished_at_ms: uint(o, path, "finishedAtMs")?,
+            aborted: boolean(o, path, "aborted")?,
+            streamed: boolean(o, path, "streamed")?,
+        })
+    }
+}
+
+/// `load`'s fields.
+pub fn load_fields(apps: &[AppLoad]) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("apps".to_owned(), apps.iter().map(AppLoad::to_json).collect());
+    m
+}
+
+/// `records`' fields.
+pub fn records_fields(records: &[SyncCall]) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "records".to_owned(),
+        records.iter().map(SyncCall::to_json).collect(),
+    );
+    m
+}
+
+/// A `load` frame's apps.
+pub fn load_from(obj: &Map<String, Value>) -> Result<Vec<AppLoad>, ProtocolError> {
+    items(obj, "apps")?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| AppLoad::from_json(v, &format!("load.apps.{i}")))
+        .collect()
+}
+
+/// A `records` frame's records.
+pub fn records_from(obj: &Map<String, Value>) -> Result<Vec<SyncCall>, ProtocolError> {
+    items(obj, "records")?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| SyncCall::from_json(v, &format!("records.records.{i}")))
+        .collect()
+}
+
+fn malformed(reason: String) -> ProtocolError {
+    ProtocolError::FrameMalformed { reason }
+}
+
+fn items<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a [Value], ProtocolError> {
+    obj.get(field)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .ok_or_else(|| malformed(format!("no array field {field:?}")))
+}
+
+fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, ProtocolError> {
+    v.as_object()
+        .ok_or_else(|| malformed(format!("{path}: not an object")))
+}
+
+/// A non-empty string (`z.string().min(1)`).
+fn name(o: &Map<String, Value>, path: &str, field: &str) -> Result<String, ProtocolError> {
+    match o.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(malformed(format!("{path}.{field}: not a non-empty string"))),
+    }
+}
+
+fn count(v: &Value, path: &str) -> Result<u64, ProtocolError> {
+    v.as_u64()
+        .filter(|&n| n <= MAX_SAFE_INTEGER)
+        .ok_or_else(|| malformed(format!("{path}: not an integer in [0, {MAX_SAFE_INTEGER}]")))
+}
+
+fn uint(o: &Map<String, Value>, path: &str, field: &str) -> Result<u64, ProtocolError> {
+    count(o.get(field).unwrap_or(&Value::Null), &format!("{path}.{field}"))
+}
+
+fn boolean(o: &Map<String, Value>, path: &str, field: &str) -> Result<bool, ProtocolError> {
+    o.get(field)
+        .and_then(Value::as_bool)
+        .ok_or_else(|| malformed(format!("{path}.{field}: not a boolean")))
+}
