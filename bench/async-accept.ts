@@ -4,7 +4,9 @@
  * rate. The run worker is off in the benchmark gateway, so the figure is the accept path alone; the RUNS
  * stream's message count is checked against the 202s counted by the load generator. Then a second
  * gateway process with its run worker on executes the queued runs against the runtime, timed until
- * RUNS is empty: executed runs/s.
+ * RUNS is empty: executed runs/s. Last, the same accept load through the gateway with the Rust data
+ * plane on its port (every `?async=true` call handed to Node over the hand-off socket, design §9): its
+ * own row, after the worker's, so the worker's backlog is the node-mode gateway's alone.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -35,16 +37,24 @@ async function finishedStates(opsUrl: string): Promise<string> {
   }
 }
 
-export async function asyncAccept(ctx: BenchContext): Promise<void> {
-  const { report, settings, load } = ctx;
-  if (!load) {
-    report.unavailable('async', 'accept', ctx.loadMissing ?? 'no load generator');
-    return;
-  }
-  const [gw, token, nats] = await Promise.all([ctx.parts.gateway(), ctx.parts.token(), ctx.parts.nats()]);
+interface AcceptTarget {
+  url: string;
+  pid: number;
+}
+
+/** Warm-up, then one measured accept load on `gw`: its row, checked against the RUNS stream's count. */
+async function measureAccept(
+  ctx: BenchContext,
+  gw: AcceptTarget,
+  variant: string,
+  token: string,
+  messages: () => Promise<number>,
+  cpuNote: string,
+): Promise<void> {
+  const { report, settings } = ctx;
+  const load = ctx.load as NonNullable<BenchContext['load']>;
   const url = `${gw.url}/v4/${PROJECT}/${APP}/echo?async=true`;
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
-
   const probe = await fetch(url, { method: 'POST', headers, body: ECHO_BODY });
   const probeBody = (await probe.json()) as { run_id?: string };
   if (probe.status !== 202 || typeof probeBody.run_id !== 'string') {
@@ -52,43 +62,58 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
       `async call answered ${probe.status} ${JSON.stringify(probeBody)}; expected 202 {run_id}`,
     );
   }
+  const spec = {
+    url,
+    method: 'POST' as const,
+    headers,
+    body: ECHO_BODY,
+    connections: settings.connections,
+    durationSeconds: settings.warmupSeconds,
+  };
+  if (settings.warmupSeconds > 0) await load.run(spec);
+  const before = await messages();
+  const cpu0 = treeCpuSeconds(gw.pid);
+  const r = await load.run({ ...spec, durationSeconds: settings.durationSeconds });
+  // Gateway CPU per accept (/proc): steadier than accepts/s on a shared machine.
+  const cpuMsPerAccept = ((treeCpuSeconds(gw.pid) - cpu0) * 1000) / Math.max(1, r.requests);
+  const queued = (await messages()) - before;
+  const accepted = r.requests - r.non2xx;
+  report.row({
+    benchmark: 'async',
+    variant,
+    throughput: fmtRate(accepted / r.durationSeconds, 'runs/s'),
+    p50: fmtMs(r.p50Ms),
+    p99: fmtMs(r.p99Ms),
+    other:
+      `c=${settings.connections}; ${accepted} accepted, RUNS stream +${queued} messages; ` +
+      `≈${cpuMsPerAccept.toFixed(3)} ms of ${cpuNote} per accept${errorNote(r)}`,
+  });
+  if (queued < accepted) {
+    report.note(
+      `async (${variant}): RUNS gained ${queued} messages for ${accepted} 202s: runs were acknowledged but not queued!`,
+    );
+  }
+}
 
+export async function asyncAccept(ctx: BenchContext): Promise<void> {
+  const { report, load } = ctx;
+  if (!load) {
+    report.unavailable('async', 'accept', ctx.loadMissing ?? 'no load generator');
+    return;
+  }
+  const [gw, token, nats] = await Promise.all([ctx.parts.gateway(), ctx.parts.token(), ctx.parts.nats()]);
   const nc = await connect({ servers: nats.url });
   try {
     const jsm = await jetstreamManager(nc);
     const messages = async () => (await jsm.streams.info(RUNS_STREAM)).state.messages;
-    const spec = {
-      url,
-      method: 'POST' as const,
-      headers,
-      body: ECHO_BODY,
-      connections: settings.connections,
-      durationSeconds: settings.warmupSeconds,
-    };
-    if (settings.warmupSeconds > 0) await load.run(spec);
-    const before = await messages();
-    const cpu0 = treeCpuSeconds(gw.pid);
-    const r = await load.run({ ...spec, durationSeconds: settings.durationSeconds });
-    // Gateway CPU per accept (/proc): steadier than accepts/s on a shared machine.
-    const cpuMsPerAccept = ((treeCpuSeconds(gw.pid) - cpu0) * 1000) / Math.max(1, r.requests);
-    const queued = (await messages()) - before;
-    const accepted = r.requests - r.non2xx;
-    report.row({
-      benchmark: 'async',
-      variant: 'gateway 202 accept (JetStream)',
-      throughput: fmtRate(accepted / r.durationSeconds, 'runs/s'),
-      p50: fmtMs(r.p50Ms),
-      p99: fmtMs(r.p99Ms),
-      other:
-        `c=${settings.connections}; ${accepted} accepted, RUNS stream +${queued} messages; ` +
-        `≈${cpuMsPerAccept.toFixed(3)} ms of gateway CPU (user+system, /proc/<pid>/stat) per accept${errorNote(r)}`,
-    });
-    if (queued < accepted) {
-      report.note(
-        `async: RUNS gained ${queued} messages for ${accepted} 202s: runs were acknowledged but not queued!`,
-      );
-    }
-
+    await measureAccept(
+      ctx,
+      gw,
+      'gateway 202 accept (JetStream)',
+      token,
+      messages,
+      'gateway CPU (user+system, /proc/<pid>/stat)',
+    );
     // The queued runs, executed: a gateway process with its run worker on drains RUNS (work-queue
     // retention: an executed, acknowledged run leaves the stream).
     const backlog = await messages();
@@ -120,6 +145,19 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
     } finally {
       await worker.proc.stop(STOP_GRACE_MS);
     }
+
+    const native = await ctx.parts.gatewayNative().catch((e: unknown) => e as Error);
+    if (native instanceof Error)
+      report.unavailable('async', 'gateway (native data plane) 202 accept', native.message);
+    else
+      await measureAccept(
+        ctx,
+        native,
+        'gateway (native data plane) 202 accept (JetStream)',
+        token,
+        messages,
+        'CPU of Node and the data plane added up',
+      );
   } finally {
     await nc.close();
   }

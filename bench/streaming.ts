@@ -59,12 +59,16 @@ export async function timeToFirstEvent(
 
 export async function streaming(ctx: BenchContext): Promise<void> {
   const { report, settings } = ctx;
-  const [rt, gw, token, floor] = await Promise.all([
+  const [rt, gw, token, floor, native] = await Promise.all([
     ctx.parts.runtime(),
     ctx.parts.gateway(),
     ctx.parts.token(),
     ctx.parts.bareProxy(),
+    // The Rust data plane (docs/design/native-data-plane.md) in the same rounds, as in the sync rows.
+    ctx.parts.gatewayNative().catch((e: unknown) => e as Error),
   ]);
+  if (native instanceof Error)
+    report.unavailable('streaming', 'gateway (native data plane) → runtime', native.message);
   const nginx = ctx.nginx
     ? await startNginx(ctx.nginx, rt.port, join(ctx.parts.logDir, 'nginx-sse'))
     : undefined;
@@ -78,6 +82,15 @@ export async function streaming(ctx: BenchContext): Promise<void> {
       url: `${gw.url}/v4/${PROJECT}/${APP}/first`,
       headers: { authorization: `Bearer ${token}` },
     },
+    ...(native instanceof Error
+      ? []
+      : [
+          {
+            name: 'gateway (native data plane) → runtime',
+            url: `${native.url}/v4/${PROJECT}/${APP}/first`,
+            headers: { authorization: `Bearer ${token}` },
+          },
+        ]),
   ];
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
   const samples = variants.map(() => [] as number[]);
@@ -105,15 +118,24 @@ export async function streaming(ctx: BenchContext): Promise<void> {
       other: `${s.length} sequential requests`,
     });
   }
-  const viaGateway = medians.at(-1) ?? Number.NaN;
-  const ratio = (base: string, m: number) =>
-    report.row({
-      benchmark: 'streaming',
-      variant: `ratio gateway/${base}`,
-      p50: fmtRatio(viaGateway, m),
-      other: `added ${fmtMs(viaGateway - m)} to the median`,
-    });
-  ratio('direct', medians[0] ?? Number.NaN);
-  if (nginx) ratio('nginx', medians[1] ?? Number.NaN);
-  ratio('bare Node proxy', medians.at(-2) ?? Number.NaN);
+  const at = (name: string) => medians[variants.findIndex((v) => v.name === name)] ?? Number.NaN;
+  const bases = [
+    ['direct runtime', 'direct'],
+    ...(nginx ? [['nginx proxy_pass → runtime', 'nginx']] : []),
+    ['bare Node proxy → runtime', 'bare Node proxy'],
+  ];
+  const gateways = [
+    ['gateway → runtime', 'gateway'],
+    ...(native instanceof Error
+      ? []
+      : [['gateway (native data plane) → runtime', 'gateway (native data plane)']]),
+  ];
+  for (const [gateway = '', label = ''] of gateways)
+    for (const [base = '', short = ''] of bases)
+      report.row({
+        benchmark: 'streaming',
+        variant: `ratio ${label}/${short}`,
+        p50: fmtRatio(at(gateway), at(base)),
+        other: `added ${fmtMs(at(gateway) - at(base))} to the median`,
+      });
 }
