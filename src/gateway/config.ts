@@ -16,6 +16,7 @@ import {
 import { type BalancerSettings, DEFAULT_BALANCER_SETTINGS } from './balancer/balancer.ts';
 import { DEFAULT_GATEWAY_KUBE_SETTINGS, type GatewayKubeSettings } from './kube-settings.ts';
 import { DEFAULT_GATEWAY_SETTINGS, type GatewaySettings } from './settings.ts';
+import { DEFAULT_RUN_TOKEN_CACHE } from './token-cache.ts';
 
 const G = DEFAULT_GATEWAY_SETTINGS;
 const B = DEFAULT_BALANCER_SETTINGS;
@@ -38,6 +39,15 @@ const BalancerEnv = z.object(balancerEnv);
 
 /** Upper bound on APPHOST_GATEWAY_DATA_PLANE_THREADS (the data plane's own bound, main.rs MAX_THREADS). */
 export const MAX_DATA_PLANE_THREADS = 64;
+
+/**
+ * Which data plane serves the gateway's port, and its tokio threads (docs/design/native-data-plane.md):
+ * read by the gateway and by `apphost dev` (which has no default binary: npm installs ship none).
+ */
+export const dataPlaneEnv = {
+  APPHOST_GATEWAY_DATA_PLANE: z.enum(['node', 'native']).default('node'),
+  APPHOST_GATEWAY_DATA_PLANE_THREADS: int(1, { min: 1, max: MAX_DATA_PLANE_THREADS }),
+};
 
 /** `APPHOST_GATEWAY_PROCESSES`: a count, or `auto` (one per CPU the process may use). */
 export type ProcessesSetting = 'auto' | number;
@@ -75,11 +85,11 @@ export const GatewayEnv = z.object({
   APPHOST_RUN_TOKEN_KEYS_FILE: optionalText(),
   APPHOST_RUN_TOKEN_KEYS_NAMESPACE: text('apphost-system'),
   APPHOST_RUN_TOKEN_KEYS_RELOAD_MS: int(30_000, { min: 1_000 }),
-  APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(60_000),
+  APPHOST_RUN_TOKEN_CACHE_TTL_MS: int(DEFAULT_RUN_TOKEN_CACHE.ttlMs),
   APPHOST_RUN_TOKEN_LEEWAY_SECONDS: int(DEFAULT_RUN_TOKEN_LEEWAY_SECONDS, {
     max: MAX_RUN_TOKEN_LEEWAY_SECONDS,
   }),
-  APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(10_000),
+  APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES: int(DEFAULT_RUN_TOKEN_CACHE.maxEntries),
   APPHOST_RUN_WORKER: bool(true),
   APPHOST_GATEWAY_FUNCTIONS_TTL_MS: int(60_000),
   APPHOST_GATEWAY_FUNCTIONS_TIMEOUT_MS: int(2_000, { min: 1 }),
@@ -112,10 +122,9 @@ export const GatewayEnv = z.object({
   APPHOST_GATEWAY_WATCH_IDLE_TIMEOUT_MS: int(K.watchIdleTimeoutMs, { min: 1_000 }),
   APPHOST_GATEWAY_CACHE_SYNC_TIMEOUT_MS: int(K.syncTimeoutMs, { min: 1 }),
   // The native data plane (docs/design/native-data-plane.md): `native` needs APPHOST_GATEWAY_PROCESSES=1.
-  APPHOST_GATEWAY_DATA_PLANE: z.enum(['node', 'native']).default('node'),
+  ...dataPlaneEnv,
   APPHOST_GATEWAY_DATA_PLANE_BIN: text('/app/bin/apphost-dataplane'),
   APPHOST_GATEWAY_DATA_PLANE_DIR: text('/run/apphost'),
-  APPHOST_GATEWAY_DATA_PLANE_THREADS: int(1, { min: 1, max: MAX_DATA_PLANE_THREADS }),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 

@@ -3,7 +3,6 @@
  * ops server and the shutdown sequence. main.ts (cluster) and local/test entrypoints differ only in
  * the AppResolver they pass.
  */
-import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -31,12 +30,11 @@ import {
   gatewayShutdownBoundMs,
   runWorkerSettings,
 } from './config.ts';
-import { createStateFeed, teeReplicas } from './dataplane/feed.ts';
-import { type NativeFront, startNativeFront } from './dataplane/native.ts';
+import { nativeMode, nativeSettings } from './dataplane/native.ts';
 import type { SpawnDataPlane } from './dataplane/supervise.ts';
 import { createGateway, type Gateway } from './gateway.ts';
 import { type KeySetSource, watchKeySetFile } from './run-token-key-file.ts';
-import { cachedRunTokenVerifier, type RememberedToken } from './token-cache.ts';
+import { cachedRunTokenVerifier } from './token-cache.ts';
 
 /** Bound on the first NATS connection attempt at start-up. */
 export const NATS_CONNECT_TIMEOUT_MS = 10_000;
@@ -127,20 +125,12 @@ export async function serveGateway(opts: {
   const balancer = createObservedBalancer(balancerSettings(env), registry, reporter.wake);
   // Native mode: the state the data plane needs, fed from the resolver, the balancer's replica reports
   // and the token cache (design §4).
-  const feed =
+  const native =
     env.APPHOST_GATEWAY_DATA_PLANE === 'native'
-      ? createStateFeed({
-          gen: randomUUID(),
-          balancer: balancerSettings(env),
-          tokenCacheMaxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
-          now: Date.now,
-        })
+      ? nativeMode({ settings: nativeSettings(env), resolver, log, registry })
       : undefined;
-  const stopAppFeed = feed ? resolver.watchApps?.(feed.apps) : undefined;
-  // The custom domains: a mapped host is handed to Node (reason `domain`) rather than routed by its path.
-  const stopDomainFeed = feed ? resolver.watchDomains?.(feed.domains) : undefined;
   const gateway = createGateway({
-    resolver: feed ? teeReplicas(resolver, feed.replicas) : resolver,
+    resolver: native?.resolver ?? resolver,
     verifyRunToken: cachedRunTokenVerifier(
       createRunTokenVerifier(() => keySource.current() ?? NO_KEYS, {
         leewaySeconds: env.APPHOST_RUN_TOKEN_LEEWAY_SECONDS,
@@ -148,7 +138,7 @@ export async function serveGateway(opts: {
       {
         ttlMs: env.APPHOST_RUN_TOKEN_CACHE_TTL_MS,
         maxEntries: env.APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES,
-        ...(feed ? { onRemember: (t: RememberedToken) => feed.remember(t) } : {}),
+        ...(native ? { onRemember: native.onRemember } : {}),
       },
     ),
     nc,
@@ -180,17 +170,7 @@ export async function serveGateway(opts: {
   let handingOver = false;
   const callback = gateway.callback();
   // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket.
-  const front = feed
-    ? await startNativeFront({
-        env,
-        log,
-        registry,
-        callback,
-        feed,
-        replicasReported: resolver.watchReplicas !== undefined,
-        ...opts.dataPlane,
-      })
-    : undefined;
+  const front = native ? await native.start({ callback, ...opts.dataPlane }) : undefined;
   let server: Server;
   if (front) server = front.server;
   else {
@@ -232,12 +212,7 @@ export async function serveGateway(opts: {
     shutdownBoundMs: gatewayShutdownBoundMs(env),
     shutdownSteps: () => [
       { name: 'readyz→503', run: async () => ops?.drain() },
-      ...(front
-        ? nativeShutdownSteps(front, gateway, () => {
-            stopAppFeed?.();
-            stopDomainFeed?.();
-          })
-        : nodeShutdownSteps()),
+      ...(front ? front.shutdownSteps(gateway) : nodeShutdownSteps()),
       { name: 'stop run worker', run: async () => worker?.stop(env.APPHOST_RUN_STOP_TIMEOUT_MS) },
       { name: 'hand over held webhook jobs, close upstream pool', run: () => gateway.close() },
       { name: 'stop load reports', run: async () => reporter.stop() },
@@ -270,24 +245,6 @@ export async function serveGateway(opts: {
       },
     ];
   }
-}
-
-/**
- * Design §4's SIGTERM sequence in native mode: the data plane hands its kept-alive connections back
- * (`drain{handover}`), then drains (`drain{drain}`) while Node drains its own calls, in parallel; the
- * hand-off socket stays open until the data plane has exited (its calls in flight were handed over).
- */
-function nativeShutdownSteps(front: NativeFront, gateway: Gateway, stopFeed: () => void) {
-  return [
-    { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
-    {
-      name: 'drain data plane and gateway',
-      run: async () => {
-        await Promise.all([front.drain(), gateway.drain()]);
-      },
-    },
-    { name: 'stop the data plane feed', run: async () => stopFeed() },
-  ];
 }
 
 /** Resolves once `server` has no open connection, or after `boundMs`. */

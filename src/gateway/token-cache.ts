@@ -9,6 +9,9 @@ import { sameStringInConstantTime } from '../shared/constant-time.ts';
 import type { MaybePromise } from '../shared/contracts/seams.ts';
 import type { RunTokenClaims, RunTokenVerifier } from '../shared/run-tokens.ts';
 
+/** The cache's defaults (APPHOST_RUN_TOKEN_CACHE_TTL_MS, APPHOST_RUN_TOKEN_CACHE_MAX_ENTRIES). */
+export const DEFAULT_RUN_TOKEN_CACHE = { ttlMs: 60_000, maxEntries: 10_000 } as const;
+
 /** A token the cache just remembered, as the native data plane's `token` frame carries it. */
 export interface RememberedToken {
   /** SHA-256 of the whole token's UTF-8, as 64 lower-case hex digits. */

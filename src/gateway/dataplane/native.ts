@@ -1,17 +1,21 @@
 /**
  * The gateway's front in native mode (APPHOST_GATEWAY_DATA_PLANE=native, design §1): Node serves the
- * hand-off socket instead of APPHOST_GATEWAY_PORT, and the supervised data plane owns the port. What
- * serve.ts calls in place of its own listener and its handover/drain steps.
+ * hand-off socket instead of the gateway's port, and the supervised data plane owns the port, fed with
+ * the state it needs (design §4). One wiring for both callers: serve.ts (a cluster's gateway, settings
+ * from GatewayEnv) and local mode (`apphost dev`, src/local/platform.ts, settings from its options).
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
+import type { AppResolver } from '../../shared/contracts/seams.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { ReadinessCheck } from '../../shared/ops.ts';
 import type { GatewayEnv } from '../config.ts';
-import { dataPlaneConfig } from './config-frame.ts';
-import type { StateFeed } from './feed.ts';
+import type { RememberedToken } from '../token-cache.ts';
+import { configFrame, type DataPlaneSettings, dataPlaneSettings } from './config-frame.ts';
+import { createStateFeed, type StateFeed, teeReplicas } from './feed.ts';
 import { serveHandoff } from './handoff.ts';
 import {
   type DataPlaneSupervisor,
@@ -22,6 +26,78 @@ import {
 
 /** The hand-off socket's name in APPHOST_GATEWAY_DATA_PLANE_DIR. */
 export const HANDOFF_SOCKET_NAME = 'handoff.sock';
+
+/** Native mode's settings: the `config` frame's, and where the binary and the socket are. */
+export interface NativeSettings extends DataPlaneSettings {
+  /** APPHOST_GATEWAY_DATA_PLANE_BIN. */
+  bin: string;
+  /** APPHOST_GATEWAY_DATA_PLANE_DIR: the folder of the hand-off socket. */
+  dir: string;
+  /** APPHOST_GATEWAY_DATA_PLANE_THREADS (the one setting the child reads from its environment). */
+  threads: number;
+}
+
+export function nativeSettings(env: GatewayEnv): NativeSettings {
+  return {
+    ...dataPlaneSettings(env),
+    bin: env.APPHOST_GATEWAY_DATA_PLANE_BIN,
+    dir: env.APPHOST_GATEWAY_DATA_PLANE_DIR,
+    threads: env.APPHOST_GATEWAY_DATA_PLANE_THREADS,
+  };
+}
+
+/**
+ * Native mode before the gateway exists: the state feed, tapped into the seams `createGateway` is given.
+ * Its resolver's apps and domains are watched from now on; `start` serves the gateway behind the data plane.
+ */
+export interface NativeMode {
+  /** The resolver to give `createGateway`: the one passed in, its replica reports also fed to the data plane. */
+  readonly resolver: AppResolver;
+  /** `cachedRunTokenVerifier`'s `onRemember`: each verified token is pushed, so the data plane serves its calls. */
+  onRemember(t: RememberedToken): void;
+  /** Starts the hand-off server on `callback` and the data plane (on a free port when the settings say 0). */
+  start(opts: {
+    callback: (req: IncomingMessage, res: ServerResponse) => void;
+    /** Replaces the real spawn (tests of faults the binary cannot produce). */
+    spawn?: SpawnDataPlane;
+  }): Promise<NativeFront>;
+}
+
+export function nativeMode(opts: {
+  settings: NativeSettings;
+  resolver: AppResolver;
+  log: Logger;
+  registry: Registry;
+}): NativeMode {
+  const { settings, resolver, log } = opts;
+  const feed = createStateFeed({
+    gen: randomUUID(),
+    balancer: settings.balancer,
+    tokenCacheMaxEntries: settings.tokenCache.maxEntries,
+    now: Date.now,
+  });
+  const stopApps = resolver.watchApps?.(feed.apps);
+  // The custom domains: a mapped host is handed to Node (reason `domain`) rather than routed by its path.
+  const stopDomains = resolver.watchDomains?.(feed.domains);
+  return {
+    resolver: teeReplicas(resolver, feed.replicas),
+    onRemember: (t) => feed.remember(t),
+    start: ({ callback, spawn }) =>
+      startNativeFront({
+        settings,
+        log,
+        registry: opts.registry,
+        callback,
+        feed,
+        replicasReported: resolver.watchReplicas !== undefined,
+        stopFeed: () => {
+          stopApps?.();
+          stopDomains?.();
+        },
+        ...(spawn ? { spawn } : {}),
+      }),
+  };
+}
 
 export interface NativeFront {
   /** The hand-off server (what `GatewayProcess.server` is in native mode). */
@@ -34,21 +110,28 @@ export interface NativeFront {
   handover(): Promise<void>;
   /** Shutdown: `drain{drain}` until the child exits (bounded), then the hand-off server closes. */
   drain(): Promise<void>;
+  /**
+   * Design §4's SIGTERM sequence: the data plane hands its kept-alive connections back
+   * (`drain{handover}`), then drains (`drain{drain}`) while Node drains `gateway`'s own calls, in
+   * parallel; the hand-off socket stays open until the data plane has exited (its calls in flight were
+   * handed over); then the feed stops.
+   */
+  shutdownSteps(gateway: { drain(): Promise<void> }): Array<{ name: string; run: () => Promise<void> }>;
 }
 
-export async function startNativeFront(opts: {
-  env: GatewayEnv;
+async function startNativeFront(opts: {
+  settings: NativeSettings;
   log: Logger;
   registry: Registry;
   callback: (req: IncomingMessage, res: ServerResponse) => void;
   feed: StateFeed;
   /** Whether the resolver reports replicas (`watchReplicas`); without, the data plane routes as `service`. */
   replicasReported: boolean;
-  /** Replaces the real spawn (tests of faults the binary cannot produce). */
+  stopFeed: () => void;
   spawn?: SpawnDataPlane;
 }): Promise<NativeFront> {
-  const { env, log } = opts;
-  const path = join(env.APPHOST_GATEWAY_DATA_PLANE_DIR, HANDOFF_SOCKET_NAME);
+  const { settings, log } = opts;
+  const path = join(settings.dir, HANDOFF_SOCKET_NAME);
   const handoff = await serveHandoff({
     path,
     callback: opts.callback,
@@ -57,36 +140,44 @@ export async function startNativeFront(opts: {
   });
   // The data plane does not report the port it bound (v1): a port of 0 (tests, `apphost dev`) is
   // chosen here, the way the kernel would, and given to it.
-  const port =
-    env.APPHOST_GATEWAY_PORT === 0 ? await freePort(env.APPHOST_GATEWAY_HOST) : env.APPHOST_GATEWAY_PORT;
+  const port = settings.port === 0 ? await freePort(settings.host) : settings.port;
   const supervisor = superviseDataPlane({
     spawn:
       opts.spawn ??
-      spawnDataPlane(env.APPHOST_GATEWAY_DATA_PLANE_BIN, {
-        APPHOST_GATEWAY_DATA_PLANE_THREADS: String(env.APPHOST_GATEWAY_DATA_PLANE_THREADS),
-      }),
-    config: dataPlaneConfig({ ...env, APPHOST_GATEWAY_PORT: port }, path, opts.replicasReported),
+      spawnDataPlane(settings.bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: String(settings.threads) }),
+    config: configFrame({ ...settings, port }, path, opts.replicasReported),
     feed: opts.feed,
     log: log.child({ component: 'dataplane' }),
     registry: opts.registry,
-    drainTimeoutMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
+    drainTimeoutMs: settings.gateway.drainTimeoutMs,
   });
   supervisor.start();
-  return {
+  const front: NativeFront = {
     server: handoff.server,
     supervisor,
     port,
     check: supervisor.check,
     async handover() {
       supervisor.handover();
-      await new Promise((r) => setTimeout(r, env.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS));
+      await new Promise((r) => setTimeout(r, settings.connectionHandoverMs));
     },
     async drain() {
       // Node's hand-off server stays open while the data plane drains: its calls in flight were handed over.
       await supervisor.drain();
       await handoff.close();
     },
+    shutdownSteps: (gateway) => [
+      { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
+      {
+        name: 'drain data plane and gateway',
+        run: async () => {
+          await Promise.all([front.drain(), gateway.drain()]);
+        },
+      },
+      { name: 'stop the data plane feed', run: async () => opts.stopFeed() },
+    ],
   };
+  return front;
 }
 
 /** A TCP port free on `host` now. */
