@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLocalResolver, type LocalAppEndpoint, normalizeHost } from './resolver.ts';
+import { createMemoryStore } from '../management/store/memory.ts';
+import { createLocalResolver, type LocalAppEndpoint, normalizeHost, storeDomainLookup } from './resolver.ts';
 
 /** A real HTTP server standing in for a runtime: /ready and /functions as the Python runtime answers them. */
 async function fakeRuntime(state: {
@@ -104,5 +105,69 @@ describe('createLocalResolver', () => {
     });
     assigned.delete('hello.localhost');
     expect(await resolver.resolveHost('hello.localhost')).toBeUndefined();
+  });
+
+  it('reports every host resolveHost answers for to watchDomains, and each change of the store (native mode)', async () => {
+    const store = createMemoryStore();
+    store.addProject('local');
+    store.addProject('other');
+    await store.createDomain('local', { domainId: 'a', hostname: 'a.localhost' });
+    await store.assignDomain('local', 'a', 'hello');
+    const resolver = createLocalResolver({
+      projectId: 'local',
+      endpoint: () => undefined,
+      domains: storeDomainLookup(store),
+    });
+    const map = new Map<string, string>();
+    const calls: Array<[string, string | undefined]> = [];
+    const stop = resolver.watchDomains?.({
+      setDomain(host, target) {
+        calls.push([host, target?.appName]);
+        if (target) map.set(host, `${target.projectId}/${target.appName}`);
+        else map.delete(host);
+      },
+    });
+    /** What the data plane's map must hold: the hosts resolveHost routes, and only those. */
+    const answered = async (hosts: string[]) => {
+      const out = new Map<string, string>();
+      for (const h of hosts) {
+        const hit = await resolver.resolveHost(h);
+        if (hit) out.set(h, `${hit.projectId}/${hit.appName}`);
+      }
+      return out;
+    };
+    const hosts = ['a.localhost', 'b.localhost', 'c.localhost'];
+    expect(map).toEqual(await answered(hosts));
+    expect(map).toEqual(new Map([['a.localhost', 'local/hello']]));
+
+    await store.createDomain('local', { domainId: 'b', hostname: 'b.localhost' });
+    expect(map).toEqual(await answered(hosts)); // created, not assigned: not routed
+    await store.assignDomain('local', 'b', 'stream');
+    await store.assignDomain('local', 'a', 'stream'); // moved
+    expect(map).toEqual(await answered(hosts));
+    expect(map.get('a.localhost')).toBe('local/stream');
+    await store.unassignDomain('local', 'b');
+    expect(map).toEqual(await answered(hosts));
+    await store.deleteDomain('local', 'a');
+    expect(map).toEqual(new Map());
+    // another project's domains are not this resolver's
+    await store.createDomain('other', { domainId: 'c', hostname: 'c.localhost' });
+    await store.assignDomain('other', 'c', 'x');
+    expect(map).toEqual(new Map());
+
+    const before = calls.length;
+    stop?.();
+    await store.createDomain('local', { domainId: 'd', hostname: 'd.localhost' });
+    await store.assignDomain('local', 'd', 'hello');
+    expect(calls.length).toBe(before);
+  });
+
+  it('has no watchDomains without a lookup that watches', () => {
+    const resolver = createLocalResolver({
+      projectId: 'local',
+      endpoint: () => undefined,
+      domains: { appForHost: async () => undefined },
+    });
+    expect(resolver.watchDomains).toBeUndefined();
   });
 });

@@ -6,7 +6,15 @@
 
 import type { EffectiveScaling } from '../apis/v1alpha1/scaling.ts';
 import type { Runtime } from '../apis/v1alpha1/types.ts';
-import type { AppResolver, AppSink, Replica, ResolvedApp, StartFailure } from '../shared/contracts/seams.ts';
+import type { MemoryStore } from '../management/store/memory.ts';
+import type {
+  AppResolver,
+  AppSink,
+  DomainSink,
+  Replica,
+  ResolvedApp,
+  StartFailure,
+} from '../shared/contracts/seams.ts';
 
 export interface LocalAppEndpoint {
   runtime: Runtime;
@@ -38,6 +46,23 @@ export interface LocalReplicas {
 export interface DomainLookup {
   /** The app a hostname is assigned to in `projectId`, if any. */
   appForHost(projectId: string, hostname: string): Promise<string | undefined>;
+  /**
+   * The hostnames of `projectId` assigned to an app (hostname → app), now and after each change, until
+   * the returned function is called (the memory store's `watchAssignedDomains`). Without it the resolver
+   * has no `watchDomains`.
+   */
+  watchAssigned?(projectId: string, onTable: (assigned: ReadonlyMap<string, string>) => void): () => void;
+}
+
+/** The domain lookup over local mode's management store (the memory store): per call, and its changes. */
+export function storeDomainLookup(
+  store: Pick<MemoryStore, 'listDomains' | 'watchAssignedDomains'>,
+): Required<DomainLookup> {
+  return {
+    appForHost: async (projectId, hostname) =>
+      (await store.listDomains(projectId)).find((d) => d.hostname === hostname)?.appName,
+    watchAssigned: (projectId, onTable) => store.watchAssignedDomains(projectId, onTable),
+  };
 }
 
 export interface LocalResolverSettings {
@@ -159,6 +184,28 @@ export function createLocalResolver(deps: {
       const appName = await deps.domains.appForHost(deps.projectId, normalizeHost(hostname));
       return appName ? { projectId: deps.projectId, appName } : undefined;
     },
+    ...(deps.domains.watchAssigned
+      ? {
+          // resolveHost answers for a Host whose normalizeHost is an assigned hostname: reported
+          // lower-cased (the sink's key; a hostname stored with capitals is then handed to Node, which
+          // finds no domain for it, the same answer), each change as the difference from the last table.
+          watchDomains(sink: DomainSink) {
+            let last = new Map<string, string>();
+            return (deps.domains.watchAssigned as NonNullable<DomainLookup['watchAssigned']>)(
+              deps.projectId,
+              (assigned) => {
+                const next = new Map<string, string>();
+                for (const [hostname, appName] of assigned) next.set(hostname.toLowerCase(), appName);
+                for (const host of last.keys()) if (!next.has(host)) sink.setDomain(host, undefined);
+                for (const [host, appName] of next)
+                  if (last.get(host) !== appName)
+                    sink.setDomain(host, { projectId: deps.projectId, appName });
+                last = next;
+              },
+            );
+          },
+        }
+      : {}),
     ...(deps.replicas
       ? {
           watchReplicas(sink) {

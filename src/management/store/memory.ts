@@ -22,6 +22,15 @@ export interface MemoryStore extends ManagementStore {
   addApp(projectId: string, appName: string, spec?: AppSpec): void;
   removeApp(projectId: string, appName: string): void;
   removeProject(projectId: string): void;
+  /**
+   * The hostnames of `projectId` assigned to an app (hostname → app), now and again after each change
+   * of its domains (created, assigned, moved, unassigned, deleted; the project removed: empty), until
+   * the returned function is called. Called synchronously, within the change.
+   */
+  watchAssignedDomains(
+    projectId: string,
+    onTable: (assigned: ReadonlyMap<string, string>) => void,
+  ): () => void;
 }
 
 interface Project {
@@ -47,6 +56,16 @@ export function createMemoryStore(
     const p = projects.get(id);
     if (!p) throw new ApiError(ErrorCode.NotFound, `project ${id} not found`);
     return p;
+  };
+  const domainWatchers = new Set<{ projectId: string; onTable: (t: ReadonlyMap<string, string>) => void }>();
+  const assignedDomains = (projectId: string): Map<string, string> => {
+    const table = new Map<string, string>();
+    for (const d of project(projectId)?.domains.values() ?? [])
+      if (d.appName) table.set(d.hostname, d.appName);
+    return table;
+  };
+  const domainsChanged = (projectId: string) => {
+    for (const w of domainWatchers) if (w.projectId === projectId) w.onTable(assignedDomains(projectId));
   };
   const publicAccount = ({ secretHash: _h, ...a }: StoredServiceAccount): ServiceAccount => ({ ...a });
   // No operator in local mode: the local resolver routes an assigned hostname at once.
@@ -102,6 +121,15 @@ export function createMemoryStore(
     },
     removeProject(projectId) {
       projects.delete(projectId);
+      domainsChanged(projectId);
+    },
+    watchAssignedDomains(projectId, onTable) {
+      const w = { projectId, onTable };
+      domainWatchers.add(w);
+      onTable(assignedDomains(projectId));
+      return () => {
+        domainWatchers.delete(w);
+      };
     },
 
     async projectExists(projectId) {
@@ -137,22 +165,27 @@ export function createMemoryStore(
       }
       const domain: Domain = { domainId, hostname, appName: undefined, createdAt: now().toISOString() };
       p.domains.set(domainId, domain);
+      domainsChanged(projectId);
       return withStatus(domain);
     },
     async assignDomain(projectId, domainId, appName) {
       const d = project(projectId)?.domains.get(domainId);
       if (!d) return undefined;
       d.appName = appName;
+      domainsChanged(projectId);
       return withStatus(d);
     },
     async unassignDomain(projectId, domainId) {
       const d = project(projectId)?.domains.get(domainId);
       if (!d) return undefined;
       d.appName = undefined;
+      domainsChanged(projectId);
       return withStatus(d);
     },
     async deleteDomain(projectId, domainId) {
-      return project(projectId)?.domains.delete(domainId) ?? false;
+      const deleted = project(projectId)?.domains.delete(domainId) ?? false;
+      if (deleted) domainsChanged(projectId);
+      return deleted;
     },
 
     async createServiceAccount(projectId, account) {
