@@ -5,10 +5,12 @@
  */
 
 import { spawnSync } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
-import type { AppSpec, DomainAssignment } from '../apis/v1alpha1/types.ts';
+import type { DomainAssignment } from '../apis/v1alpha1/types.ts';
 import type { LogSource } from '../management/logs/types.ts';
+import { createMemoryStore, type MemoryStore } from '../management/store/memory.ts';
 import { saveProfile } from '../shared/cli/config-file.ts';
 import type { AppResolver } from '../shared/contracts/seams.ts';
 import type { Logger } from '../shared/log.ts';
@@ -23,7 +25,7 @@ import { banner, type Credentials, urlHost, writeCredentials } from './credentia
 import { type LocalDeploys, startLocalDeploys } from './deploys.ts';
 import { startLocalNats } from './nats-server.ts';
 import { type DevOptions, findNatsServer } from './options.ts';
-import { createLocalResolver } from './resolver.ts';
+import { createLocalResolver, storeDomainLookup } from './resolver.ts';
 import type { TrackingSpawner } from './spawner.ts';
 import { loadOrCreateState } from './state.ts';
 import { createSupervisor, type Supervisor } from './supervisor.ts';
@@ -39,21 +41,13 @@ export const APPS_READY_TIMEOUT_MS = 30_000;
 export const LOCAL_TOKEN_TTL_MS = 30 * 24 * 3600_000;
 export const LOCAL_SERVICE_ACCOUNT = 'local-dev';
 
-/** The management store operations local mode needs (the memory store provides them). */
-export interface LocalStore {
-  addApp(projectId: string, appName: string, spec?: AppSpec): void;
-  removeApp(projectId: string, appName: string): void;
-  createDomain(projectId: string, d: { domainId: string; hostname: string }): Promise<unknown>;
-  assignDomain(projectId: string, domainId: string, appName: string): Promise<unknown>;
-  listDomains(projectId: string): Promise<Array<{ hostname: string; appName: string | undefined }>>;
-}
-
 export interface PlatformDeps {
   opts: DevOptions;
   natsUrl: string;
   resolver: AppResolver;
+  /** The management store (its project added); the resolver's custom domains come from it. */
+  store: MemoryStore;
   keySet: KeySet;
-  keySetFile: string;
   platformKey: string;
   /** The app processes' output, for the logs API. */
   logs: LogSource;
@@ -65,7 +59,6 @@ export interface PlatformDeps {
 
 /** What the platform half (gateway, worker, dispatcher, management API) gives back to local mode. */
 export interface LocalPlatform {
-  store: LocalStore;
   apiPort: number;
   managementPort: number;
   opsPort: number;
@@ -117,6 +110,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
     const warn = (message: string) => log.warn(message);
     const folder = loadAppsFolder(opts.appsDir, warn);
     if (folder.apps.some((a) => a.manifest.spec.runtime === 'cortex')) checkPython(opts.python);
+    if (opts.dataPlane.mode === 'native') checkDataPlaneBinary(opts.dataPlane.bin);
     const state = await loadOrCreateState(opts.stateDir);
 
     let natsUrl = opts.natsUrl;
@@ -149,7 +143,8 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       onOutput: (app, pid, stream, line) => appLogs.add(app, pid, stream, line),
     });
     cleanups.push({ name: 'apps', run: () => supervisor.stopAll() });
-    let platform: LocalPlatform | undefined;
+    const store = createMemoryStore({ keysFile: state.keySetFile });
+    store.addProject(opts.projectId);
     const deploys = await startLocalDeploys({
       natsUrl,
       projectId: opts.projectId,
@@ -159,8 +154,8 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       supervisor,
       log,
       output: deps.output,
-      onAppAdded: (name, spec) => platform?.store.addApp(opts.projectId, name, spec),
-      onAppRemoved: (name) => platform?.store.removeApp(opts.projectId, name),
+      onAppAdded: (name, spec) => store.addApp(opts.projectId, name, spec),
+      onAppRemoved: (name) => store.removeApp(opts.projectId, name),
     });
     cleanups.push({ name: 'builds', run: () => deploys.stop() });
     const { host } = deploys;
@@ -169,31 +164,27 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       projectId: opts.projectId,
       endpoint: (name) => host.endpoint(name),
       replicas: host,
-      domains: {
-        appForHost: async (projectId, hostname) =>
-          (await platform?.store.listDomains(projectId))?.find((d) => d.hostname === hostname)?.appName,
-      },
+      domains: storeDomainLookup(store),
     });
-    platform = await deps.startPlatform({
+    const platform = await deps.startPlatform({
       opts,
       natsUrl,
       resolver,
+      store,
       keySet: state.keySet,
-      keySetFile: state.keySetFile,
       platformKey: state.platformKey,
       logs: appLogs,
       log,
       registry: deps.registry,
       deploys,
     });
-    const started = platform;
-    cleanups.push({ name: 'platform', run: () => started.stop() });
+    cleanups.push({ name: 'platform', run: () => platform.stop() });
     for (const app of folder.apps) {
       // Known at once, so domains can be seeded and its calls get 503 until its first version serves.
       host.reserve(app);
-      platform.store.addApp(opts.projectId, app.name, app.manifest.spec);
+      store.addApp(opts.projectId, app.name, app.manifest.spec);
     }
-    await seedDomains(platform.store, opts.projectId, folder.domains);
+    await seedDomains(store, opts.projectId, folder.domains);
 
     /** Deploys an app folder through the build pipeline (its requirements get their own environment). */
     const deployFolder = async (app: LocalApp) => {
@@ -301,7 +292,7 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
       banner({
         creds: credentials,
         apps: host.names().map((name) => ({ name })),
-        domains: await platform.store.listDomains(opts.projectId),
+        domains: await store.listDomains(opts.projectId),
         natsUrl,
         natsStarted,
         credentialsOut: opts.credentialsOut,
@@ -318,10 +309,29 @@ export async function startDev(deps: DevDeps): Promise<DevSession> {
   }
 }
 
-async function seedDomains(store: LocalStore, projectId: string, domains: DomainAssignment[]): Promise<void> {
+async function seedDomains(
+  store: MemoryStore,
+  projectId: string,
+  domains: DomainAssignment[],
+): Promise<void> {
   for (const d of domains) {
     await store.createDomain(projectId, { domainId: d.metadata.name, hostname: d.spec.hostname });
     if (d.spec.appName) await store.assignDomain(projectId, d.metadata.name, d.spec.appName);
+  }
+}
+
+/**
+ * Fails early, naming the setting, when APPHOST_GATEWAY_DATA_PLANE=native's binary cannot be run (a
+ * missing file would otherwise only show as the data plane's respawns with backoff).
+ */
+export function checkDataPlaneBinary(bin: string): void {
+  try {
+    if (!statSync(bin).isFile()) throw new Error('not a file');
+    accessSync(bin, constants.X_OK);
+  } catch (err) {
+    throw new Error(
+      `APPHOST_GATEWAY_DATA_PLANE_BIN=${bin} is not an executable file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): point it at an apphost-dataplane binary ('make build-native' builds build/bin/apphost-dataplane) or unset APPHOST_GATEWAY_DATA_PLANE`,
+    );
   }
 }
 

@@ -59,6 +59,42 @@ describe('parseDevOptions', () => {
       );
   });
 
+  it('serves with the gateway (node) by default, and the native data plane only with its binary', () => {
+    expect(parseDevOptions([], {}, '/r').dataPlane).toEqual({ mode: 'node' });
+    expect(() => parseDevOptions([], { APPHOST_GATEWAY_DATA_PLANE: 'native' }, '/r')).toThrow(
+      /APPHOST_GATEWAY_DATA_PLANE=native needs APPHOST_GATEWAY_DATA_PLANE_BIN/,
+    );
+    expect(
+      parseDevOptions(
+        [],
+        { APPHOST_GATEWAY_DATA_PLANE: 'native', APPHOST_GATEWAY_DATA_PLANE_BIN: 'build/bin/dp' },
+        '/r',
+      ).dataPlane,
+    ).toEqual({ mode: 'native', bin: '/r/build/bin/dp', threads: 1, logLevel: 'info' });
+    expect(
+      parseDevOptions(
+        [],
+        {
+          APPHOST_GATEWAY_DATA_PLANE: 'native',
+          APPHOST_GATEWAY_DATA_PLANE_BIN: '/dp',
+          APPHOST_GATEWAY_DATA_PLANE_DIR: 'sock',
+          APPHOST_GATEWAY_DATA_PLANE_THREADS: '2',
+          APPHOST_LOG_LEVEL: 'warn',
+        },
+        '/r',
+      ).dataPlane,
+    ).toEqual({ mode: 'native', bin: '/dp', dir: '/r/sock', threads: 2, logLevel: 'warn' });
+    // the binary is only read in native mode
+    expect(parseDevOptions([], { APPHOST_GATEWAY_DATA_PLANE_BIN: '/dp' }, '/r').dataPlane).toEqual({
+      mode: 'node',
+    });
+    for (const [name, bad] of [
+      ['APPHOST_GATEWAY_DATA_PLANE', 'rust'],
+      ['APPHOST_GATEWAY_DATA_PLANE_THREADS', '0'],
+    ] as const)
+      expect(() => parseDevOptions([], { [name]: bad }, '/r')).toThrow(new RegExp(name));
+  });
+
   it.each([
     [['--port', 'abc'], /--port must be a port number/],
     [['--port', '70000'], /--port must be a port number/],

