@@ -158,10 +158,13 @@ test-python: deps-python
 # main.test.ts starts the CLI in node mode.
 NATIVE_GATEWAY_SUITES := $(addprefix test/integration/gateway/,gateway.test.ts body-rules.test.ts \
   webhook-outage.test.ts sigkill.test.ts)
+# `apphost dev` end to end with APPHOST_GATEWAY_DATA_PLANE=native (design §6 "Local mode", §7; dev-process.ts
+# passes the binary): its custom domains are fed to the data plane and repeated calls are served by it.
+NATIVE_LOCAL_SUITES := test/e2e/local-mode.test.ts test/e2e/local-scaling.test.ts
 
 test-unit: deps
 	vitest run
-	APPHOST_TEST_DATA_PLANE=native vitest run $(NATIVE_GATEWAY_SUITES)
+	APPHOST_TEST_DATA_PLANE=native vitest run $(NATIVE_GATEWAY_SUITES) $(NATIVE_LOCAL_SUITES)
 
 # The data plane's unit tests and its binary's tests (native/dataplane/tests: the binary on a real socketpair).
 test-native: deps-rust

@@ -2,11 +2,26 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { buildDataPlane } from '../integration/gateway/dataplane-binary.ts';
 
 export const REPO = resolve(import.meta.dirname, '..', '..');
 /** Generous: the first start imports three Python runtimes and NATS on a busy 2-core machine. */
 export const DEV_START_TIMEOUT_MS = 120_000;
 export const DEV_STOP_TIMEOUT_MS = 90_000;
+
+/**
+ * Which data plane `apphost dev` serves the run API with in these suites: APPHOST_TEST_DATA_PLANE, as the
+ * gateway suites (`make test-unit` runs local-mode and local-scaling again with `native`).
+ */
+export const TEST_DATA_PLANE = process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
+
+/** The env that makes `apphost dev` run the native data plane (built from this tree), or none in node mode. */
+export function dataPlaneEnv(): NodeJS.ProcessEnv {
+  if (TEST_DATA_PLANE === 'node') return {};
+  if (TEST_DATA_PLANE !== 'native')
+    throw new Error(`APPHOST_TEST_DATA_PLANE must be node or native, not ${TEST_DATA_PLANE}`);
+  return { APPHOST_GATEWAY_DATA_PLANE: 'native', APPHOST_GATEWAY_DATA_PLANE_BIN: buildDataPlane() };
+}
 
 export interface Credentials {
   project_id: string;
@@ -92,6 +107,7 @@ export async function startDevProcess(opts: {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     APPHOST_CONFIG: join(opts.stateDir, 'cli-config.json'),
+    ...dataPlaneEnv(),
     ...opts.env,
   };
   if (!opts.env?.NATS_URL) delete env.NATS_URL;

@@ -17,6 +17,7 @@ import {
   descendants,
   REPO,
   startDevProcess,
+  TEST_DATA_PLANE,
   until,
 } from './dev-process.ts';
 
@@ -146,11 +147,11 @@ describe('apphost dev (e2e)', () => {
 
   it('routes a custom domain until it is unassigned through the management API', async () => {
     // fetch() may not set Host, so this call goes through node:http.
-    const viaDomain = () =>
+    const viaDomain = (path = '/run') =>
       new Promise<{ status: number; body: string }>((done, fail) => {
         const body = JSON.stringify({ name: 'domain' });
         const req = request(
-          `${creds.api_url}/run`,
+          `${creds.api_url}${path}`,
           {
             method: 'POST',
             headers: {
@@ -174,6 +175,10 @@ describe('apphost dev (e2e)', () => {
     const before = await viaDomain();
     expect(before.status).toBe(200);
     expect(JSON.parse(before.body)).toEqual({ message: 'hello domain' });
+    // The whole path goes to the domain's app, a /v4 one too: hello has no function 'v4/local/stream/run'.
+    // (With native, the data plane must hand the host to Node rather than serve /v4/local/stream/run.)
+    for (let i = 0; i < 2; i++)
+      expect((await viaDomain(`/v4/${creds.project_id}/stream/run`)).status).toBe(404);
 
     const unassign = await fetch(
       `${creds.base_url}/v2/projects/${creds.project_id}/domains/hello-local/assign`,
@@ -187,6 +192,31 @@ describe('apphost dev (e2e)', () => {
     const after = await viaDomain();
     expect(after.status).toBe(404);
   });
+
+  it.runIf(TEST_DATA_PLANE === 'native')(
+    'serves repeated calls in the native data plane, handing none to Node',
+    async () => {
+      const ops = /ops\s+(http:\/\/\S+)/.exec(dev.output())?.[1];
+      expect(ops).toBeDefined();
+      const handoffs = async () => {
+        const text = await (await fetch(`${ops}/metrics`)).text();
+        expect(text).toMatch(/^apphost_gateway_dataplane_up 1$/m);
+        return [...text.matchAll(/^apphost_gateway_dataplane_handoffs_total\{[^}]*\} (\d+)$/gm)].reduce(
+          (sum, m) => sum + Number(m[1]),
+          0,
+        );
+      };
+      // The token is known from the calls above: each call below is served by the data plane itself.
+      expect((await run(`/v4/${creds.project_id}/hello/run`, { name: 'a' })).status).toBe(200);
+      const before = await handoffs();
+      for (let i = 0; i < 5; i++) {
+        const res = await run(`/v4/${creds.project_id}/hello/run`, { name: `n${i}` });
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ message: `hello n${i}` });
+      }
+      expect(await handoffs()).toBe(before);
+    },
+  );
 
   it("restarts only the changed app's runtime when its code changes", async () => {
     writeFileSync(
