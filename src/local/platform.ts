@@ -38,6 +38,7 @@ import { ensureWebhooksStream, openDeliveriesBucket } from '../webhooks/stream.t
 import { balancerLiveness } from './app-liveness.ts';
 import { urlHost } from './credentials.ts';
 import { LOCAL_WEBHOOK_ALLOW_CIDRS, type LocalPlatform, type PlatformDeps } from './dev.ts';
+import type { DevOptions } from './options.ts';
 
 /** Bound on connecting to NATS and creating streams and buckets at start. */
 export const LOCAL_NATS_CONNECT_TIMEOUT_MS = 20_000;
@@ -66,6 +67,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     log: log.child({ component: 'nats' }),
   });
   const { nc } = nats;
+  let cleanupNative: (() => void) | undefined;
   try {
     const jsm = await jetstreamManager(nc, { timeout: LOCAL_NATS_CONNECT_TIMEOUT_MS });
     // A private nats-server keeps one copy; an external cluster (NATS_URL) gets min(3, its size).
@@ -85,36 +87,13 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
       keys = await store.getRunTokenKeys();
       return verify(token);
     };
-    const dp = opts.dataPlane;
-    // The native data plane in front of the gateway (APPHOST_GATEWAY_DATA_PLANE=native, docs/local.md):
-    // the cluster's wiring (native.ts), fed from the local resolver (apps, replicas, the store's custom
-    // domains) and the token cache, which it needs to serve a caller's repeated calls itself.
-    const dataPlaneDir = dp.mode === 'native' ? (dp.dir ?? mkdtempSync(join(tmpdir(), 'apphost-dev-'))) : '';
-    const native: NativeMode | undefined =
-      dp.mode === 'native'
-        ? nativeMode({
-            settings: {
-              bin: dp.bin,
-              dir: dataPlaneDir,
-              threads: dp.threads,
-              host: opts.host,
-              port: opts.port,
-              gateway: DEFAULT_GATEWAY_SETTINGS,
-              balancer: opts.balancer,
-              routing: 'endpoints',
-              // No load balancer in front: on stop, kept-alive connections close at once, as in node mode.
-              connectionHandoverMs: 0,
-              tokenCache: DEFAULT_RUN_TOKEN_CACHE,
-              loadReportIntervalMs: opts.loadReportIntervalMs,
-              logLevel: dp.logLevel,
-            },
-            resolver: deps.resolver,
-            log,
-            registry,
-          })
-        : undefined;
+    const native = opts.dataPlane.mode === 'native' ? localNativeMode(opts.dataPlane, deps) : undefined;
+    cleanupNative = native?.removeDir;
     const verifyRunToken = native
-      ? cachedRunTokenVerifier(verifyFromStore, { ...DEFAULT_RUN_TOKEN_CACHE, onRemember: native.onRemember })
+      ? cachedRunTokenVerifier(verifyFromStore, {
+          ...DEFAULT_RUN_TOKEN_CACHE,
+          onRemember: native.mode.onRemember,
+        })
       : verifyFromStore;
 
     // As in a cluster: one balancer for sync calls and async runs, its load reported to the autoscaler.
@@ -126,7 +105,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
     const balancer = createObservedBalancer(opts.balancer, registry, reporter.wake);
     const gateway = createGateway({
       balancer,
-      resolver: native?.resolver ?? deps.resolver,
+      resolver: native?.mode.resolver ?? deps.resolver,
       verifyRunToken,
       nc,
       secretBox,
@@ -201,9 +180,9 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         await dispatcher.start();
         if (apiServer) platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
         else if (native) {
-          front = await native.start({ callback: gateway.callback() });
+          front = await native.mode.start({ callback: gateway.callback() });
           platform.checks.push(front.check);
-          await dataPlaneReady(front, dp.mode === 'native' ? dp.bin : '');
+          await dataPlaneReady(front, native.bin);
           platform.apiPort = front.port;
         }
         if (deploy) deploy.apiUrl = `http://${urlHost(opts.host)}:${platform.apiPort}`;
@@ -225,7 +204,7 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
             apiPort: platform.apiPort,
             managementPort: platform.managementPort,
             opsPort: platform.opsPort,
-            dataPlane: dp.mode,
+            dataPlane: opts.dataPlane.mode,
           },
           'local platform listening',
         );
@@ -244,14 +223,55 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         ]).catch(() => {});
         await nc.close();
         await ops?.close();
-        if (dp.mode === 'native' && !dp.dir) rmSync(dataPlaneDir, { recursive: true, force: true });
+        native?.removeDir();
       },
     };
     return platform;
   } catch (err) {
+    cleanupNative?.();
     await nc.close();
     throw err;
   }
+}
+
+/**
+ * The native data plane in front of the gateway (APPHOST_GATEWAY_DATA_PLANE=native, docs/local.md): the
+ * cluster's wiring (native.ts) with local settings, fed from the local resolver (apps, replicas, the
+ * store's custom domains) and the token cache. Its socket folder is a temporary one unless set.
+ */
+function localNativeMode(
+  dp: Extract<DevOptions['dataPlane'], { mode: 'native' }>,
+  deps: Pick<PlatformDeps, 'opts' | 'resolver' | 'log' | 'registry'>,
+): { mode: NativeMode; bin: string; removeDir(): void } {
+  const { opts } = deps;
+  const dir = dp.dir ?? mkdtempSync(join(tmpdir(), 'apphost-dev-'));
+  const mode = nativeMode({
+    settings: {
+      bin: dp.bin,
+      dir,
+      threads: dp.threads,
+      host: opts.host,
+      port: opts.port,
+      gateway: DEFAULT_GATEWAY_SETTINGS,
+      balancer: opts.balancer,
+      routing: 'endpoints',
+      // No load balancer in front: on stop, kept-alive connections close at once, as in node mode.
+      connectionHandoverMs: 0,
+      tokenCache: DEFAULT_RUN_TOKEN_CACHE,
+      loadReportIntervalMs: opts.loadReportIntervalMs,
+      logLevel: dp.logLevel,
+    },
+    resolver: deps.resolver,
+    log: deps.log,
+    registry: deps.registry,
+  });
+  return {
+    mode,
+    bin: dp.bin,
+    removeDir: () => {
+      if (!dp.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Resolves once the data plane is ready; throws when it exits first or LOCAL_DATA_PLANE_READY_TIMEOUT_MS passes. */
