@@ -13,18 +13,10 @@
  * the primary's hop per new connection, not per call (callers and proxies keep connections alive).
  *
  * The primary serves the pod's /healthz, /readyz and /metrics on APPHOST_OPS_PORT, asking each process
- * over IPC (each answer bounded by PROCESS_ANSWER_TIMEOUT_MS); the processes serve no ops port.
+ * over IPC (each answer bounded by PROCESS_ANSWER_TIMEOUT_MS, questions.ts); the processes serve no ops port.
  */
 import cluster, { type Worker } from 'node:cluster';
-import {
-  AggregatorRegistry,
-  Counter,
-  collectDefaultMetrics,
-  Gauge,
-  type MetricObjectWithValues,
-  type MetricValue,
-  Registry,
-} from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { type BackoffSettings, backoffDelay } from '../shared/backoff.ts';
 import type { Logger } from '../shared/log.ts';
 import { type ReadinessCheck, startOpsServer } from '../shared/ops.ts';
@@ -34,10 +26,9 @@ import {
   MAX_GATEWAY_PROCESSES,
   type ProcessesSetting,
 } from './config.ts';
+import { createQuestions, type MetricsJson, mergedMetrics } from './questions.ts';
 import type { GatewayProcess } from './serve.ts';
 
-/** Bound on one process's answer to a readiness or metrics question of the primary. */
-export const PROCESS_ANSWER_TIMEOUT_MS = 2_000;
 /** Delay before a process that exited is started again: 1 s doubling to 30 s. */
 export const PROCESS_RESTART_BACKOFF: BackoffSettings = { baseDelayMs: 1_000, maxDelayMs: 30_000 };
 /** A process that ran this long before it exited is restarted after the first delay again. */
@@ -60,7 +51,7 @@ type Answer = {
   type: 'apphost:answer';
   id: number;
   failing?: string[];
-  metrics?: MetricObjectWithValues<MetricValue<string>>[];
+  metrics?: MetricsJson;
 };
 
 const isAnswer = (m: unknown): m is Answer =>
@@ -160,8 +151,7 @@ export function superviseGatewayProcesses(opts: {
   });
   let stopping = false;
   let sharedPort: number | undefined;
-  let nextId = 0;
-  const pending = new Map<number, { worker: Worker; resolve: (a: Answer | undefined) => void }>();
+  const questions = createQuestions<Answer, Worker>();
   let resolveStarted: () => void = () => {};
   const startedOnce = new Set<number>();
   const allStarted = new Promise<void>((r) => {
@@ -169,22 +159,10 @@ export function superviseGatewayProcesses(opts: {
   });
 
   const ask = (worker: Worker, what: Question['what']): Promise<Answer | undefined> =>
-    new Promise((resolve) => {
-      if (!worker.isConnected()) return resolve(undefined);
-      const id = nextId++;
-      const timer = setTimeout(() => {
-        pending.delete(id);
-        resolve(undefined);
-      }, PROCESS_ANSWER_TIMEOUT_MS);
-      pending.set(id, {
-        worker,
-        resolve: (a) => {
-          clearTimeout(timer);
-          pending.delete(id);
-          resolve(a);
-        },
-      });
+    questions.ask(worker, (id) => {
+      if (!worker.isConnected()) return false;
       worker.send({ type: 'apphost:ask', id, what } satisfies Question);
+      return true;
     });
 
   const start = (slot: Slot) => {
@@ -201,12 +179,12 @@ export function superviseGatewayProcesses(opts: {
       if (startedOnce.size === slots.length) resolveStarted();
     });
     worker.on('message', (m: unknown) => {
-      if (isAnswer(m)) pending.get(m.id)?.resolve(m);
+      if (isAnswer(m)) questions.answer(m.id, m);
     });
     worker.on('exit', (code, signal) => {
       slot.worker = undefined;
       slot.listening = false;
-      for (const p of pending.values()) if (p.worker === worker) p.resolve(undefined);
+      questions.forget(worker);
       if (stopping) return;
       slot.failures = now() - slot.startedAt >= PROCESS_STABLE_MS ? 1 : slot.failures + 1;
       const delayMs = backoffDelay(slot.failures, PROCESS_RESTART_BACKOFF);
@@ -239,14 +217,11 @@ export function superviseGatewayProcesses(opts: {
         },
       })),
     ],
-    async metrics() {
-      const answers = await Promise.all(
-        slots.map((s) => (s.worker ? ask(s.worker, 'metrics') : Promise.resolve(undefined))),
-      );
-      const all = [await registry.getMetricsAsJSON()];
-      for (const a of answers) if (a?.metrics) all.push(a.metrics);
-      return AggregatorRegistry.aggregate(all).metrics();
-    },
+    metrics: () =>
+      mergedMetrics(
+        registry,
+        slots.map(async (s) => (s.worker ? (await ask(s.worker, 'metrics'))?.metrics : undefined)),
+      ),
     contentType: aggregatorContentType,
     async stop(boundMs) {
       stopping = true;

@@ -1,0 +1,118 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { createQuestions, type MetricsJson, mergedMetrics, type QuestionTimers } from './questions.ts';
+
+/** Timers fired by hand: `fire()` runs every timer set and not cleared. */
+function manualTimers(): QuestionTimers & { fire(): void; pending(): number } {
+  const timers = new Map<number, () => void>();
+  let next = 0;
+  return {
+    setTimeout: (fn) => {
+      timers.set(next, fn);
+      return next++;
+    },
+    clearTimeout: (h) => timers.delete(h as number),
+    fire: () => {
+      for (const [h, fn] of [...timers]) {
+        timers.delete(h);
+        fn();
+      }
+    },
+    pending: () => timers.size,
+  };
+}
+
+describe('questions to another process', () => {
+  it('an answer resolves its question by id, and clears its bound', async () => {
+    const timers = manualTimers();
+    const q = createQuestions<string, 'a'>({ timers });
+    const sent: number[] = [];
+    const asked = q.ask('a', (id) => sent.push(id) > 0);
+    q.answer(sent[0] as number, 'yes');
+    expect(await asked).toBe('yes');
+    expect(timers.pending()).toBe(0);
+  });
+
+  it('unanswered within the bound: undefined; the late answer is dropped and never answers a later question', async () => {
+    const timers = manualTimers();
+    const q = createQuestions<string, 'a'>({ timers });
+    const sent: number[] = [];
+    const first = q.ask('a', (id) => sent.push(id) > 0);
+    timers.fire();
+    expect(await first).toBeUndefined();
+    const second = q.ask('a', (id) => sent.push(id) > 0);
+    q.answer(sent[0] as number, 'stale');
+    q.answer(sent[1] as number, 'fresh');
+    expect(await second).toBe('fresh');
+  });
+
+  it("a forgotten owner's questions resolve undefined at once, another owner's stay", async () => {
+    const q = createQuestions<string, string>({ timers: manualTimers() });
+    const sent: number[] = [];
+    const a = q.ask('a', (id) => sent.push(id) > 0);
+    const b = q.ask('b', (id) => sent.push(id) > 0);
+    q.forget('a');
+    expect(await a).toBeUndefined();
+    q.answer(sent[1] as number, 'b');
+    expect(await b).toBe('b');
+  });
+
+  it('a question that cannot be sent is undefined at once', async () => {
+    const timers = manualTimers();
+    const q = createQuestions<string, 'a'>({ timers });
+    expect(await q.ask('a', () => false)).toBeUndefined();
+    expect(timers.pending()).toBe(0);
+  });
+
+  it('is bounded by the real timer when none is passed', async () => {
+    const q = createQuestions<string, 'a'>({ boundMs: 30 });
+    const t0 = Date.now();
+    expect(await q.ask('a', () => true)).toBeUndefined();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(25);
+  });
+});
+
+describe('the merged /metrics', () => {
+  const requests = (r: Registry, n: number, status = '200') => {
+    const c = new Counter({
+      name: 'apphost_gateway_requests_total',
+      help: 'h',
+      labelNames: ['project', 'app', 'mode', 'status'],
+      registers: [r],
+    });
+    c.inc({ project: 'p', app: 'a', mode: 'sync', status }, n);
+  };
+
+  it("sums the same series, keeps each side's own, and leaves an unanswered one out", async () => {
+    const node = new Registry();
+    requests(node, 1);
+    new Gauge({ name: 'process_start_time_seconds', help: 's', aggregator: 'omit', registers: [node] }).set(
+      1_700_000_000,
+    );
+    const dp = new Registry();
+    requests(dp, 41);
+    const other = new Registry();
+    requests(other, 5, '503');
+    const text = await mergedMetrics(node, [
+      dp.getMetricsAsJSON(),
+      Promise.resolve(undefined),
+      other.getMetricsAsJSON() as Promise<MetricsJson>,
+    ]);
+    expect(text).toContain('apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 42');
+    expect(text).toContain('apphost_gateway_requests_total{project="p",app="a",mode="sync",status="503"} 5');
+    // Only Node reports its start time: kept, though prom-client omits it when several do.
+    expect(text).toContain('process_start_time_seconds 1700000000');
+    // Unanswered everywhere: Node's text alone.
+    expect(await mergedMetrics(node, [Promise.resolve(undefined)])).toContain(
+      'apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 1',
+    );
+  });
+
+  it('omits a series every side reports whose aggregator says so (several processes, processes.ts)', async () => {
+    const regs = [new Registry(), new Registry()];
+    for (const r of regs)
+      new Gauge({ name: 'process_start_time_seconds', help: 's', aggregator: 'omit', registers: [r] }).set(1);
+    const text = await mergedMetrics(regs[0] as Registry, [(regs[1] as Registry).getMetricsAsJSON()]);
+    expect(text).not.toContain('process_start_time_seconds');
+  });
+});
