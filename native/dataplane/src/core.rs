@@ -9,7 +9,7 @@ use std::io::Write;
 
 use crate::access_log::{AccessLine, AccessLog};
 use crate::config::{Config, Routing};
-use crate::metrics::Metrics;
+use crate::metrics::{AppGauge, Metrics};
 use crate::place::PlaceSettings;
 use crate::pool::{CallId, Outcome, Pool};
 use crate::state::{Applied, State, StateFrame};
@@ -184,5 +184,28 @@ impl Core {
             // stdout gone: the lines are dropped, as pino's would be.
             let _ = log.flush_into(out);
         }
+    }
+
+    /// The data plane's series for a scrape (`ask-metrics`, design §5), as prom-client's
+    /// `getMetricsAsJSON()`: the counters, and the gauges read now from the pools, by app key. A call
+    /// in flight here holds a slot or waits in its app's queue (a handed-off one is Node's), so the
+    /// requests in flight are those summed.
+    pub fn metrics_json(&mut self) -> String {
+        let mut keys: Vec<&String> = self.pools.keys().collect();
+        keys.sort();
+        let mut inflight = 0;
+        let mut apps = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (held, queued, _) = self.pools[key].stats();
+            inflight += (held + queued) as u64;
+            let (project, app) = key.split_once('/').unwrap_or((key, ""));
+            apps.push(AppGauge {
+                project,
+                app,
+                inflight: held as u64,
+                queued: queued as u64,
+            });
+        }
+        self.metrics.render_json(inflight, &apps)
     }
 }

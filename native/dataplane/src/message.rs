@@ -48,6 +48,12 @@ pub enum Message {
     Load(Vec<AppLoad>),
     /// Data plane → Node (step 7): admitted sync-call records, batched (reports.rs).
     Records(Vec<SyncCall>),
+    /// Node → data plane: a scrape of Node's /metrics (design §5). `id` is Node's counter.
+    AskMetrics { id: u64 },
+    /// Data plane → Node: the answer to the `ask-metrics` with the same `id`. `metrics` is the JSON text
+    /// of prom-client's `getMetricsAsJSON()` array (metrics.rs writes it), spliced into the frame as is
+    /// (read back, as the shared vectors do, it is re-printed: its objects' keys may come reordered).
+    Metrics { id: u64, metrics: String },
 }
 
 /// The state frames' types; they share one `seq` counter per `gen`.
@@ -134,6 +140,8 @@ impl Message {
             Message::Drained => "drained",
             Message::Load(_) => "load",
             Message::Records(_) => "records",
+            Message::AskMetrics { .. } => "ask-metrics",
+            Message::Metrics { .. } => "metrics",
         }
     }
 
@@ -141,7 +149,11 @@ impl Message {
     pub fn from_node(&self) -> bool {
         matches!(
             self,
-            Message::Ping { .. } | Message::Config(_) | Message::State(_) | Message::Drain { .. }
+            Message::Ping { .. }
+                | Message::Config(_)
+                | Message::State(_)
+                | Message::Drain { .. }
+                | Message::AskMetrics { .. }
         )
     }
 
@@ -149,6 +161,10 @@ impl Message {
     pub fn to_payload(&self) -> Vec<u8> {
         let v = PROTOCOL_VERSION;
         let t = self.type_name();
+        if let Message::Metrics { id, metrics } = self {
+            // The series' text as metrics.rs wrote it: not parsed again (its floats stay as written).
+            return format!(r#"{{"v":{v},"type":"{t}","id":{id},"metrics":{metrics}}}"#).into_bytes();
+        }
         let value = match self {
             Message::Hello { protocol, build } => {
                 json!({ "v": v, "type": t, "protocol": protocol, "build": build })
@@ -168,6 +184,8 @@ impl Message {
             Message::Drained => json!({ "v": v, "type": t }),
             Message::Load(apps) => with_header(t, reports::load_fields(apps)),
             Message::Records(records) => with_header(t, reports::records_fields(records)),
+            Message::AskMetrics { id } => json!({ "v": v, "type": t, "id": id }),
+            Message::Metrics { .. } => unreachable!("written above"),
         };
         serde_json::to_vec(&value).expect("a JSON value always serialises")
     }
@@ -228,6 +246,20 @@ impl Message {
             "drained" => Ok(Message::Drained),
             "load" => Ok(Message::Load(reports::load_from(&obj)?)),
             "records" => Ok(Message::Records(reports::records_from(&obj)?)),
+            "ask-metrics" => Ok(Message::AskMetrics {
+                id: uint(&obj, "id")?,
+            }),
+            "metrics" => {
+                let id = uint(&obj, "id")?;
+                let Some(Value::Array(series)) = obj.get("metrics") else {
+                    return Err(malformed("metrics has no array field \"metrics\"".to_owned()));
+                };
+                series.iter().try_for_each(check_metric)?;
+                Ok(Message::Metrics {
+                    id,
+                    metrics: Value::Array(series.clone()).to_string(),
+                })
+            }
             other => match StateKind::ALL.into_iter().find(|k| k.type_name() == other) {
                 Some(kind) => {
                     let generation = string(&obj, "gen")?;
@@ -249,6 +281,46 @@ impl Message {
             },
         }
     }
+}
+
+/// One series of a `metrics` frame as protocol.ts's MetricSchema takes it (what prom-client's
+/// `AggregatorRegistry.aggregate` reads): Node reads these frames; the data plane only writes them, so
+/// this is what holds the Rust reader of the shared frame vectors to Node's.
+fn check_metric(m: &Value) -> Result<(), ProtocolError> {
+    let bad = |what: &str| malformed(format!("a metric's {what}"));
+    let Value::Object(m) = m else {
+        return Err(bad("series is not an object"));
+    };
+    for field in ["name", "help"] {
+        if !m.get(field).is_some_and(Value::is_string) {
+            return Err(bad(field));
+        }
+    }
+    let one_of = |field: &str, allowed: &[&str]| {
+        m.get(field)
+            .and_then(Value::as_str)
+            .filter(|s| allowed.contains(s))
+            .map(|_| ())
+            .ok_or_else(|| bad(field))
+    };
+    one_of("type", &["counter", "gauge", "histogram", "summary"])?;
+    one_of("aggregator", &["sum", "first", "min", "max", "average", "omit"])?;
+    let Some(Value::Array(values)) = m.get("values") else {
+        return Err(bad("values"));
+    };
+    for v in values {
+        let ok = v.as_object().is_some_and(|v| {
+            v.get("labels")
+                .and_then(Value::as_object)
+                .is_some_and(|l| l.values().all(|x| x.is_string() || x.is_number()))
+                && v.get("value").is_some_and(Value::is_number)
+                && v.get("metricName").is_none_or(Value::is_string)
+        });
+        if !ok {
+            return Err(bad("value"));
+        }
+    }
+    Ok(())
 }
 
 /// `{"v":1,"type":t}` followed by `fields`.
@@ -413,6 +485,11 @@ mod tests {
                     streamed: false,
                 },
             ]),
+            Message::AskMetrics { id: 7 },
+            Message::Metrics {
+                id: 7,
+                metrics: "[]".to_owned(),
+            },
         ];
         for (i, kind) in StateKind::ALL.into_iter().enumerate() {
             msgs.push(state(kind, i as u64, json!({ "key": "p/a", "app": null })));
@@ -450,6 +527,7 @@ mod tests {
             Message::Drain {
                 phase: DrainPhase::Drain,
             },
+            Message::AskMetrics { id: 1 },
         ];
         assert!(node.iter().all(Message::from_node));
         let ours = [
@@ -466,8 +544,36 @@ mod tests {
             Message::Drained,
             Message::Load(Vec::new()),
             Message::Records(Vec::new()),
+            Message::Metrics {
+                id: 1,
+                metrics: "[]".to_owned(),
+            },
         ];
         assert!(!ours.iter().any(Message::from_node));
+    }
+
+    #[test]
+    fn metrics_carry_the_series_text_as_written() {
+        // A sum as metrics.rs writes it (shortest round-trip form): spliced, not parsed and re-printed.
+        let series = r#"[{"name":"n","help":"h","type":"histogram","aggregator":"sum","values":[{"labels":{"le":0.005,"p":"a"},"value":0.30000000000000004,"metricName":"n_sum"}]}]"#;
+        let m = Message::Metrics {
+            id: 3,
+            metrics: series.to_owned(),
+        };
+        let payload = m.to_payload();
+        assert_eq!(
+            String::from_utf8(payload.clone()).unwrap(),
+            format!(r#"{{"v":1,"type":"metrics","id":3,"metrics":{series}}}"#)
+        );
+        // Read back (Node's side: the data plane never reads one), the same series, keys maybe reordered.
+        let Message::Metrics { id, metrics } = Message::from_payload(&payload).unwrap() else {
+            panic!()
+        };
+        assert_eq!(id, 3);
+        assert_eq!(
+            serde_json::from_str::<Value>(&metrics).unwrap(),
+            serde_json::from_str::<Value>(series).unwrap()
+        );
     }
 
     #[test]

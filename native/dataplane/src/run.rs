@@ -2,8 +2,9 @@
 //!
 //! 1. `hello`; then `config` and the first `snapshot`, within `DATAPLANE_START_WAIT_MS`;
 //! 2. bind `listen`, send `ready {gen, seq}`, serve (every call handed to Node in step 4);
-//! 3. `ping` → `pong` throughout; state frames move `gen`/`seq` (a gap sends `resync` once, until the
-//!    snapshot that answers it; a new `gen`'s snapshot sends `ready` again);
+//! 3. `ping` → `pong` and `ask-metrics` → `metrics` throughout (before the first snapshot: no series);
+//!    state frames move `gen`/`seq` (a gap sends `resync` once, until the snapshot that answers it; a
+//!    new `gen`'s snapshot sends `ready` again);
 //! 4. `drain{handover}`, then `drain{drain}` → the server's drain, up to `drainTimeoutMs`, then `drained`;
 //!    the end of the channel (Node gone) or SIGTERM → the same drain, without `drained`. Then exit 0.
 //!    SIGINT is ignored: Node, in the same process group, decides.
@@ -57,6 +58,12 @@ fn epoch_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The answer to `ask-metrics {id}`: the series as they are now (core.rs, metrics.rs).
+fn metrics(core: &Mutex<Core>, id: u64) -> Message {
+    let metrics = core.lock().expect("core").metrics_json();
+    Message::Metrics { id, metrics }
+}
+
 fn unexpected(m: &Message) -> ProtocolError {
     ProtocolError::UnexpectedMessage {
         type_name: m.type_name().to_owned(),
@@ -101,6 +108,14 @@ where
                 return Ok(());
             }
             Some(Message::Ping { id }) => tx.send(&Message::Pong { id }).await?,
+            // Nothing served yet: no series.
+            Some(Message::AskMetrics { id }) => {
+                tx.send(&Message::Metrics {
+                    id,
+                    metrics: "[]".to_owned(),
+                })
+                .await?;
+            }
             Some(Message::Config(c)) if config.is_none() => config = Some(c),
             Some(Message::State(f)) if config.is_some() && f.kind == StateKind::Snapshot => break f,
             // A change before the first snapshot: the snapshot that follows holds it.
@@ -134,6 +149,7 @@ where
         match msg {
             None => break false,
             Some(Message::Ping { id }) => tx.send(&Message::Pong { id }).await?,
+            Some(Message::AskMetrics { id }) => tx.send(&metrics(&core, id)).await?,
             Some(Message::State(f)) => {
                 // Typed first: a malformed frame is a protocol error (exit 3).
                 let typed = state::StateFrame::from_message(&f)?;
@@ -177,6 +193,8 @@ where
             _ = &mut drained => break,
             m = rx.next(), if reading => match m {
                 Ok(Some(Message::Ping { id })) => tx.send(&Message::Pong { id }).await?,
+                // The calls still finishing are counted: a scrape while draining sees them.
+                Ok(Some(Message::AskMetrics { id })) => tx.send(&metrics(&core, id)).await?,
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => reading = false,
             },

@@ -853,3 +853,49 @@ async fn a_body_slower_than_its_read_bound_gets_node_https_408_and_the_connectio
         "answered at the bound, then closed"
     );
 }
+
+#[tokio::test]
+async fn ask_metrics_is_answered_with_the_calls_served_and_the_pools_now() {
+    let node = node().await;
+    let r = replica(false).await;
+    let mut plane = Plane::start(&node.socket, snapshot(&[&r.url]), |_| {}).await;
+    let mut c = caller(plane.port).await;
+    for _ in 0..2 {
+        let (res, _) = call(&mut c, "POST", "/v4/p/a/echo", &[AUTH], "{}").await;
+        assert_eq!(res.status(), 200);
+    }
+    plane.send(&Message::AskMetrics { id: 17 }).await;
+    let Some(Message::Metrics { id, metrics }) = plane.next().await else {
+        panic!("a metrics answer")
+    };
+    assert_eq!(id, 17, "the asked id, echoed");
+    let all: Vec<Value> = serde_json::from_str(&metrics).unwrap();
+    let values = |name: &str| all.iter().find(|m| m["name"] == name).unwrap()["values"].clone();
+    assert_eq!(
+        values("apphost_gateway_requests_total"),
+        json!([{"labels": {"project": "p", "app": "a", "mode": "sync", "status": "200"}, "value": 2}])
+    );
+    let count = values("apphost_gateway_request_duration_seconds")
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["metricName"] == "apphost_gateway_request_duration_seconds_count")
+        .cloned()
+        .unwrap();
+    assert_eq!(count["value"], 2);
+    assert_eq!(
+        values("apphost_gateway_inflight_requests"),
+        json!([{"labels": {}, "value": 0}])
+    );
+    // Every pool, by app key, nothing in flight once the answers ended.
+    let inflight = values("apphost_gateway_app_inflight_calls");
+    let apps: Vec<&str> = inflight
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["labels"]["app"].as_str().unwrap())
+        .collect();
+    assert_eq!(apps, ["a", "c", "one", "z"]);
+    assert!(inflight.as_array().unwrap().iter().all(|v| v["value"] == 0));
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}

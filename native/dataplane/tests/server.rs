@@ -675,6 +675,29 @@ async fn a_bad_frame_while_serving_closes_the_channel_and_exits_3() {
 }
 
 #[tokio::test]
+async fn ask_metrics_before_the_first_snapshot_is_answered_with_no_series() {
+    let (child, ours) = support::spawn();
+    ours.set_nonblocking(true).unwrap();
+    let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+    let mut plane = Plane {
+        child,
+        rx: FrameReader::new(r),
+        tx: w,
+        port: 0,
+    };
+    assert!(matches!(plane.next().await, Some(Message::Hello { .. })));
+    plane.send(&Message::AskMetrics { id: 2 }).await;
+    assert_eq!(
+        plane.next().await,
+        Some(Message::Metrics {
+            id: 2,
+            metrics: "[]".to_owned()
+        })
+    );
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+#[tokio::test]
 async fn state_before_config_is_a_protocol_error() {
     let (child, ours) = support::spawn();
     ours.set_nonblocking(true).unwrap();

@@ -56,8 +56,19 @@ describe('the shared frame cases (frames.json)', () => {
     const types = new Set(good.flatMap((c) => readCase(c).messages.map((m) => m.type)));
     expect([...types].sort()).toEqual(
       [
-        ...['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records'],
-        ...['ping', 'config', 'snapshot', 'app', 'replicas', 'failure', 'domain', 'token', 'drain'],
+        ...['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records', 'metrics'],
+        ...[
+          'ping',
+          'config',
+          'snapshot',
+          'app',
+          'replicas',
+          'failure',
+          'domain',
+          'token',
+          'drain',
+          'ask-metrics',
+        ],
       ].sort(),
     );
     const frameCodes = Object.values(ProtocolErrorCode).filter((c) => c !== 'start_timeout');

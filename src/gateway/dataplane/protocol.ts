@@ -119,6 +119,24 @@ const SyncCallWire = z.object({
   aborted: z.boolean(),
   streamed: z.boolean(),
 });
+/**
+ * One series of prom-client's `getMetricsAsJSON()` (the data plane's metrics.rs writes them): what
+ * `AggregatorRegistry.aggregate` reads. The aggregator must be one prom-client has, else the merge
+ * would throw at a scrape; a value is any JSON number (a histogram's sum is fractional).
+ */
+const MetricSchema = z.object({
+  name: z.string(),
+  help: z.string(),
+  type: z.enum(['counter', 'gauge', 'histogram', 'summary']),
+  aggregator: z.enum(['sum', 'first', 'min', 'max', 'average', 'omit']),
+  values: z.array(
+    z.object({
+      labels: z.record(z.string(), z.union([z.string(), z.number()])),
+      value: z.number(),
+      metricName: z.string().optional(),
+    }),
+  ),
+});
 
 const schemas = {
   // data plane → Node
@@ -132,6 +150,8 @@ const schemas = {
   load: z.object({ apps: z.array(AppLoadWire) }),
   /** Admitted sync-call records, batched (RECORDS_BATCH_MAX / RECORDS_BATCH_MS in native/dataplane). */
   records: z.object({ records: z.array(SyncCallWire) }),
+  /** The answer to `ask-metrics` with the same id: the data plane's series (design §5). */
+  metrics: z.object({ id: uint(), metrics: z.array(MetricSchema) }),
   // Node → data plane
   ping: z.object({ id: uint() }),
   config: z.object({
@@ -177,6 +197,8 @@ const schemas = {
   domain: z.object({ ...StateFields, host: host(), target: AppRefSchema.nullable() }),
   token: z.object({ ...StateFields, ...TokenFields }),
   drain: z.object({ phase: z.enum(['handover', 'drain']) }),
+  /** A scrape of Node's /metrics: `id` is Node's counter, echoed by the `metrics` answer. */
+  'ask-metrics': z.object({ id: uint() }),
 } as const;
 
 type Schemas = typeof schemas;
@@ -208,6 +230,7 @@ export const SENT_BY: Readonly<Record<MessageType, 'node' | 'dataplane'>> = {
   drained: 'dataplane',
   load: 'dataplane',
   records: 'dataplane',
+  metrics: 'dataplane',
   ping: 'node',
   config: 'node',
   snapshot: 'node',
@@ -217,6 +240,7 @@ export const SENT_BY: Readonly<Record<MessageType, 'node' | 'dataplane'>> = {
   domain: 'node',
   token: 'node',
   drain: 'node',
+  'ask-metrics': 'node',
 };
 
 const isMessageType = (t: string): t is MessageType => Object.hasOwn(schemas, t);

@@ -241,10 +241,60 @@ const GOOD: Array<{ name: string; message: Message }> = [
       ],
     },
   },
+  { name: 'ask-metrics', message: { type: 'ask-metrics', id: 41 } },
+  {
+    name: 'metrics',
+    message: {
+      type: 'metrics',
+      id: 41,
+      metrics: [
+        {
+          name: 'apphost_gateway_requests_total',
+          help: 'Run requests by project, app, mode (sync|async|stream) and response status.',
+          type: 'counter',
+          aggregator: 'sum',
+          values: [{ labels: { project: 'acme', app: 'hello', mode: 'sync', status: '200' }, value: 3 }],
+        },
+        {
+          name: 'apphost_gateway_request_duration_seconds',
+          help: 'Time from request to the end of the response (for streams: to the end of the stream).',
+          type: 'histogram',
+          aggregator: 'sum',
+          values: [
+            {
+              labels: { le: 0.005, project: 'acme', app: 'hello', mode: 'sync' },
+              value: 2,
+              metricName: 'apphost_gateway_request_duration_seconds_bucket',
+            },
+            {
+              labels: { le: '+Inf', project: 'acme', app: 'hello', mode: 'sync' },
+              value: 3,
+              metricName: 'apphost_gateway_request_duration_seconds_bucket',
+            },
+            {
+              labels: { project: 'acme', app: 'hello', mode: 'sync' },
+              value: 0.30000000000000004,
+              metricName: 'apphost_gateway_request_duration_seconds_sum',
+            },
+          ],
+        },
+        {
+          name: 'apphost_gateway_inflight_requests',
+          help: 'Run requests being served right now (sync calls, streams and async accepts).',
+          type: 'gauge',
+          aggregator: 'sum',
+          values: [{ labels: {}, value: 0 }],
+        },
+      ],
+    },
+  },
+  { name: 'metrics, none', message: { type: 'metrics', id: 0, metrics: [] } },
 ];
 
 const receiver = (m: Message): 'node' | 'dataplane' =>
-  ['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records'].includes(m.type) ? 'node' : 'dataplane';
+  ['hello', 'pong', 'resync', 'ready', 'drained', 'load', 'records', 'metrics'].includes(m.type)
+    ? 'node'
+    : 'dataplane';
 const json = (text: string) => frame(Buffer.from(text));
 const prefix = (n: number) => {
   const b = Buffer.alloc(4);
@@ -353,12 +403,6 @@ const BAD: FrameCase[] = [
     wire: json('{"v":1,"type":"snapshot2"}'),
     error: 'unknown_type',
   },
-  {
-    name: 'a later step’s type (ask-metrics)',
-    at: 'dataplane',
-    wire: json('{"v":1,"type":"ask-metrics","id":1}'),
-    error: 'unknown_type',
-  },
   // direction
   {
     name: 'hello sent to the data plane',
@@ -389,6 +433,18 @@ const BAD: FrameCase[] = [
     name: 'records sent to the data plane',
     at: 'dataplane',
     wire: json('{"v":1,"type":"records","records":[]}'),
+    error: 'unexpected_message',
+  },
+  {
+    name: 'ask-metrics sent to Node',
+    at: 'node',
+    wire: json('{"v":1,"type":"ask-metrics","id":1}'),
+    error: 'unexpected_message',
+  },
+  {
+    name: 'metrics sent to the data plane',
+    at: 'dataplane',
+    wire: json('{"v":1,"type":"metrics","id":1,"metrics":[]}'),
     error: 'unexpected_message',
   },
   {
@@ -487,6 +543,56 @@ const BAD: FrameCase[] = [
     name: 'ready without gen',
     at: 'node',
     wire: json('{"v":1,"type":"ready","seq":0}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'ask-metrics without id',
+    at: 'dataplane',
+    wire: json('{"v":1,"type":"ask-metrics"}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'metrics without id',
+    at: 'node',
+    wire: json('{"v":1,"type":"metrics","metrics":[]}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'metrics as an object',
+    at: 'node',
+    wire: json('{"v":1,"type":"metrics","id":1,"metrics":{}}'),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a metric whose value is a string',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"metrics","id":1,"metrics":[{"name":"n","help":"h","type":"gauge","aggregator":"sum","values":[{"labels":{},"value":"1"}]}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a metric of an aggregator prom-client does not have',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"metrics","id":1,"metrics":[{"name":"n","help":"h","type":"gauge","aggregator":"median","values":[]}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a metric of another type',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"metrics","id":1,"metrics":[{"name":"n","help":"h","type":"info","aggregator":"sum","values":[]}]}',
+    ),
+    error: 'frame_malformed',
+  },
+  {
+    name: 'a metric label that is an object',
+    at: 'node',
+    wire: json(
+      '{"v":1,"type":"metrics","id":1,"metrics":[{"name":"n","help":"h","type":"gauge","aggregator":"sum","values":[{"labels":{"a":{}},"value":1}]}]}',
+    ),
     error: 'frame_malformed',
   },
   {
