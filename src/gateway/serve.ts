@@ -31,6 +31,7 @@ import {
   runWorkerSettings,
 } from './config.ts';
 import { nativeMode, nativeSettings } from './dataplane/native.ts';
+import type { ProcessUsage } from './dataplane/proc-usage.ts';
 import type { SpawnDataPlane } from './dataplane/supervise.ts';
 import { createGateway, type Gateway } from './gateway.ts';
 import { type KeySetSource, watchKeySetFile } from './run-token-key-file.ts';
@@ -80,8 +81,8 @@ export async function serveGateway(opts: {
   callApp?: AppCaller;
   /** false: no ops server (one of several processes: the primary serves /readyz and /metrics). */
   ops?: boolean;
-  /** Native mode: replaces the data plane's spawn (tests of faults the binary cannot produce). */
-  dataPlane?: { spawn?: SpawnDataPlane };
+  /** Native mode: replaces the data plane's spawn and /proc reader (tests of faults the binary cannot produce). */
+  dataPlane?: { spawn?: SpawnDataPlane; usage?: ProcessUsage };
 }): Promise<GatewayProcess> {
   const { env, resolver, log } = opts;
   const registry = new Registry();
@@ -189,7 +190,14 @@ export async function serveGateway(opts: {
     ...(front ? [front.check] : []),
   ];
   const ops =
-    opts.ops === false ? undefined : await startOpsServer({ port: env.APPHOST_OPS_PORT, registry, checks });
+    opts.ops === false
+      ? undefined
+      : await startOpsServer({
+          port: env.APPHOST_OPS_PORT,
+          // Native mode: the data plane's series summed in at each scrape (design §5).
+          registry: front ? front.metrics : registry,
+          checks,
+        });
   const port = () => {
     if (front) return front.port;
     const a = server.address();

@@ -11,12 +11,14 @@ import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { AppResolver } from '../../shared/contracts/seams.ts';
 import type { Logger } from '../../shared/log.ts';
-import type { ReadinessCheck } from '../../shared/ops.ts';
+import type { MetricsSource, ReadinessCheck } from '../../shared/ops.ts';
 import type { GatewayEnv } from '../config.ts';
+import { mergedMetrics } from '../questions.ts';
 import type { RememberedToken } from '../token-cache.ts';
 import { configFrame, type DataPlaneSettings, dataPlaneSettings } from './config-frame.ts';
 import { createStateFeed, type StateFeed, teeReplicas } from './feed.ts';
 import { serveHandoff } from './handoff.ts';
+import { type ProcessUsage, procUsage } from './proc-usage.ts';
 import {
   type DataPlaneSupervisor,
   type SpawnDataPlane,
@@ -60,6 +62,8 @@ export interface NativeMode {
     callback: (req: IncomingMessage, res: ServerResponse) => void;
     /** Replaces the real spawn (tests of faults the binary cannot produce). */
     spawn?: SpawnDataPlane;
+    /** Replaces the real reader of the child's CPU and memory (/proc). */
+    usage?: ProcessUsage;
   }): Promise<NativeFront>;
 }
 
@@ -82,7 +86,7 @@ export function nativeMode(opts: {
   return {
     resolver: teeReplicas(resolver, feed.replicas),
     onRemember: (t) => feed.remember(t),
-    start: ({ callback, spawn }) =>
+    start: ({ callback, spawn, usage }) =>
       startNativeFront({
         settings,
         log,
@@ -95,6 +99,7 @@ export function nativeMode(opts: {
           stopDomains?.();
         },
         ...(spawn ? { spawn } : {}),
+        ...(usage ? { usage } : {}),
       }),
   };
 }
@@ -117,6 +122,11 @@ export interface NativeFront {
    * handed over); then the feed stops.
    */
   shutdownSteps(gateway: { drain(): Promise<void> }): Array<{ name: string; run: () => Promise<void> }>;
+  /**
+   * What the ops port's /metrics serves (design §5): Node's registry and the data plane's series (asked
+   * at each scrape, bounded by PROCESS_ANSWER_TIMEOUT_MS; left out when unanswered) summed.
+   */
+  metrics: MetricsSource;
 }
 
 async function startNativeFront(opts: {
@@ -129,6 +139,8 @@ async function startNativeFront(opts: {
   replicasReported: boolean;
   stopFeed: () => void;
   spawn?: SpawnDataPlane;
+  /** Replaces the real reader of the child's CPU and memory (/proc). */
+  usage?: ProcessUsage;
 }): Promise<NativeFront> {
   const { settings, log } = opts;
   const path = join(settings.dir, HANDOFF_SOCKET_NAME);
@@ -150,6 +162,7 @@ async function startNativeFront(opts: {
     log: log.child({ component: 'dataplane' }),
     registry: opts.registry,
     drainTimeoutMs: settings.gateway.drainTimeoutMs,
+    usage: opts.usage ?? procUsage(),
   });
   supervisor.start();
   const front: NativeFront = {
@@ -157,6 +170,10 @@ async function startNativeFront(opts: {
     supervisor,
     port,
     check: supervisor.check,
+    metrics: {
+      contentType: opts.registry.contentType,
+      metrics: () => mergedMetrics(opts.registry, [supervisor.askMetrics()]),
+    },
     async handover() {
       supervisor.handover();
       await new Promise((r) => setTimeout(r, settings.connectionHandoverMs));

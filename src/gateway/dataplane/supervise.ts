@@ -2,7 +2,9 @@
  * Runs the native data plane as a child of the gateway's Node process (docs/design/native-data-plane.md
  * §1, §4): spawns the binary with the control channel on its fd 3, checks its `hello`, sends `config`
  * and then the state feed (a snapshot, then deltas; a `resync` answered with a snapshot), pings it, and
- * respawns it with a backoff when it exits. Its readiness is one of the pod's /readyz checks.
+ * respawns it with a backoff when it exits. Its readiness is one of the pod's /readyz checks; its
+ * series come to a scrape of /metrics through `askMetrics` (design §5), and its CPU and memory are read
+ * from the running child (apphost_gateway_dataplane_{cpu_seconds_total,resident_memory_bytes}).
  *
  * Side effects (the spawn, the clock, timers) come in through narrow interfaces; nothing here reads the
  * environment. Nothing on the channel is logged but message types, codes and the builds.
@@ -13,7 +15,9 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { type BackoffSettings, backoffDelay } from '../../shared/backoff.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { ReadinessCheck } from '../../shared/ops.ts';
+import { createQuestions, type MetricsJson } from '../questions.ts';
 import type { StateFeed } from './feed.ts';
+import type { ProcessUsage } from './proc-usage.ts';
 import {
   type ConfigMessage,
   DATAPLANE_PROTOCOL_VERSION,
@@ -124,6 +128,11 @@ export interface DataPlaneSupervisor {
   pid(): number | undefined;
   /** Children started after the first. */
   restarts(): number;
+  /**
+   * The running child's series for a scrape (`ask-metrics`, design §5), or undefined when there is no
+   * child to ask (stopped, respawning) or it did not answer within PROCESS_ANSWER_TIMEOUT_MS.
+   */
+  askMetrics(): Promise<MetricsJson | undefined>;
 }
 
 interface Run {
@@ -148,6 +157,8 @@ export function superviseDataPlane(opts: {
   registry: Registry;
   /** APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: the data plane's own drain bound. */
   drainTimeoutMs: number;
+  /** The child's CPU and memory, read at a scrape (proc-usage.ts). */
+  usage: ProcessUsage;
   timers?: SupervisorTimers;
 }): DataPlaneSupervisor {
   const { feed, log } = opts;
@@ -158,6 +169,8 @@ export function superviseDataPlane(opts: {
   let restarts = 0;
   let started = false;
   let respawn: unknown;
+  /** Metrics questions to the child, by id; a run's are given up when it ends. */
+  const questions = createQuestions<MetricsJson, Run>({ timers });
 
   const restartsTotal = new Counter({
     name: 'apphost_gateway_dataplane_restarts_total',
@@ -176,6 +189,28 @@ export function superviseDataPlane(opts: {
     registers: [opts.registry],
     collect() {
       this.set(ready() ? 1 : 0);
+    },
+  });
+  /** The pid of a child that has not exited. */
+  const livePid = () => (run && !run.exited ? run.child.pid : undefined);
+  new Counter({
+    name: 'apphost_gateway_dataplane_cpu_seconds_total',
+    help: 'CPU time (user + system) of the running native data plane process, in seconds; a new process (apphost_gateway_dataplane_restarts_total) starts again from 0',
+    registers: [opts.registry],
+    async collect() {
+      const pid = livePid();
+      const seconds = pid === undefined ? undefined : await opts.usage.cpuSeconds(pid);
+      this.reset();
+      if (seconds) this.inc(seconds);
+    },
+  });
+  new Gauge({
+    name: 'apphost_gateway_dataplane_resident_memory_bytes',
+    help: 'Resident memory of the running native data plane process, in bytes (0: none running)',
+    registers: [opts.registry],
+    async collect() {
+      const pid = livePid();
+      this.set((pid === undefined ? undefined : await opts.usage.residentBytes(pid)) ?? 0);
     },
   });
   new Gauge({
@@ -214,6 +249,7 @@ export function superviseDataPlane(opts: {
     r.helloOk = false;
     r.readyGen = undefined;
     timers.clearTimeout(r.pingTimer);
+    questions.forget(r);
     if (run === r) feed.disconnect();
   };
 
@@ -248,6 +284,10 @@ export function superviseDataPlane(opts: {
         return;
       case 'drained':
         r.drained = true;
+        return;
+      case 'metrics':
+        // Checked as prom-client's JSON by the frame's schema; an answer whose question was given up is dropped.
+        questions.answer(m.id, m.metrics as unknown as MetricsJson);
         return;
       case 'hello':
         throw new ProtocolError(ProtocolErrorCode.UnexpectedMessage, 'a second hello');
@@ -409,5 +449,14 @@ export function superviseDataPlane(opts: {
     },
     pid: () => run?.child.pid,
     restarts: () => restarts,
+    askMetrics() {
+      const r = run;
+      if (!r || r.exited || !r.helloOk) return Promise.resolve(undefined);
+      return questions.ask(r, (id) => {
+        if (!r.helloOk || r.child.channel.destroyed) return false;
+        send(r, { type: 'ask-metrics', id });
+        return true;
+      });
+    },
   };
 }

@@ -10,6 +10,7 @@ import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROCESS_ANSWER_TIMEOUT_MS } from '../../../src/gateway/questions.ts';
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
@@ -20,6 +21,7 @@ import {
   REPO_ROOT,
   type Runtime,
   resolvedApp,
+  sample,
   startRuntime,
   tempDir,
 } from './helpers.ts';
@@ -173,8 +175,65 @@ describe.skipIf(!!skip)(
       expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('not_found');
     });
 
+    const HELLO = { project: P, app: 'hello', mode: 'sync' };
+    const served = (text: string) => ({
+      requests: sample(text, 'apphost_gateway_requests_total', { ...HELLO, status: '200' }),
+      durations: sample(text, 'apphost_gateway_request_duration_seconds_count', HELLO),
+    });
+    const dataPlanePid = () =>
+      Number(/"pid":(\d+)[^\n]*"data plane started"/.exec(readFileSync(logFile, 'utf8'))?.[1]);
+
+    it('/metrics counts the calls the data plane served, under the labels node mode uses, beside its own cpu and memory', async () => {
+      const before = served(await metrics());
+      const handedOff = await handoffs();
+      for (let i = 0; i < 3; i++) {
+        const res = await call({ n: i });
+        expect(res.statusCode).toBe(200);
+        await res.body.dump();
+      }
+      // Served in Rust (no hand-off), counted in Node's /metrics as Node counts its own.
+      expect(await handoffs()).toEqual(handedOff);
+      const text = await metrics();
+      expect(served(text)).toEqual({ requests: before.requests + 3, durations: before.durations + 3 });
+      expect(text).toMatch(
+        new RegExp(
+          `apphost_gateway_request_duration_seconds_bucket\\{le="0.005",project="${P}",app="hello",mode="sync"\\} \\d+`,
+        ),
+      );
+      // The data plane's process, apart from Node's own process_* series (which stay, start time included).
+      expect(sample(text, 'apphost_gateway_dataplane_resident_memory_bytes')).toBeGreaterThan(1024 * 1024);
+      expect(text).toMatch(/^apphost_gateway_dataplane_cpu_seconds_total \d/m);
+      expect(text).toMatch(/^process_start_time_seconds \d/m);
+      expect(text).toMatch(/^process_resident_memory_bytes \d/m);
+    });
+
+    it('a scrape while the data plane is stopped (SIGSTOP) answers within PROCESS_ANSWER_TIMEOUT_MS without its series; resumed, they are back', async () => {
+      const running = served(await metrics());
+      const pid = dataPlanePid();
+      expect(pid).toBeGreaterThan(0);
+      process.kill(pid, 'SIGSTOP');
+      let text: string;
+      let waited: number;
+      try {
+        const t0 = Date.now();
+        const res = await fetch(`http://127.0.0.1:${opsPort}/metrics`);
+        text = await res.text();
+        waited = Date.now() - t0;
+        expect(res.status).toBe(200);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      expect(waited).toBeLessThan(PROCESS_ANSWER_TIMEOUT_MS + 1_000);
+      // Node's share only (the handed-off calls); the process series are read from /proc, stopped or not.
+      expect(served(text).requests).toBeLessThan(running.requests);
+      expect(served(text).durations).toBeLessThan(running.durations);
+      expect(sample(text, 'apphost_gateway_dataplane_resident_memory_bytes')).toBeGreaterThan(0);
+      await waitFor('ready again', async () => (await readyz()).status === 200, 5_000, 50);
+      expect(served(await metrics())).toEqual(running);
+    });
+
     it('a killed data plane: /readyz 503 naming it at once, the port refuses, then a new one serves', async () => {
-      const pid = Number(/"pid":(\d+)[^\n]*"data plane started"/.exec(readFileSync(logFile, 'utf8'))?.[1]);
+      const pid = dataPlanePid();
       expect(pid).toBeGreaterThan(0);
       process.kill(pid, 'SIGKILL');
       await waitFor('readyz 503', async () => (await readyz()).status === 503, 1_000, 20);

@@ -12,6 +12,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/balancer/balancer.ts';
 import { createStateFeed, type StateFeed } from '../../../src/gateway/dataplane/feed.ts';
+import { procUsage } from '../../../src/gateway/dataplane/proc-usage.ts';
 import { type ConfigMessage, frame } from '../../../src/gateway/dataplane/protocol.ts';
 import {
   DATAPLANE_PONG_TIMEOUT_MS,
@@ -21,6 +22,7 @@ import {
   spawnDataPlane,
   superviseDataPlane,
 } from '../../../src/gateway/dataplane/supervise.ts';
+import { PROCESS_ANSWER_TIMEOUT_MS } from '../../../src/gateway/questions.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import { buildDataPlane, noCargo } from './dataplane-binary.ts';
@@ -113,6 +115,7 @@ async function start(
     log,
     registry,
     drainTimeoutMs: config.gateway.drainTimeoutMs,
+    usage: procUsage(),
   });
   running.push(sup);
   sup.start();
@@ -243,6 +246,54 @@ describe.skipIf(!!skip)(
       }
       await whenReady(h, 3_000);
       expect(h.spawned).toHaveLength(1);
+    });
+
+    it("a scrape's ask-metrics: the child's series by the asked id; stopped, none within the bound, the late answer dropped", async () => {
+      const h = await start();
+      await whenReady(h);
+      const series = await h.sup.askMetrics();
+      expect(series?.map((m) => m.name)).toContain('apphost_gateway_requests_total');
+      expect(series?.find((m) => m.name === 'apphost_gateway_app_inflight_calls')?.values).toEqual([
+        { labels: { project: 'p', app: 'a' }, value: 0 },
+      ]);
+      const { pid } = (h.spawned[0] as Spawned).child;
+      process.kill(pid as number, 'SIGSTOP');
+      let stopped: unknown;
+      const t0 = Date.now();
+      try {
+        stopped = await h.sup.askMetrics();
+      } finally {
+        process.kill(pid as number, 'SIGCONT');
+      }
+      const waited = Date.now() - t0;
+      expect(stopped).toBeUndefined();
+      expect(waited).toBeGreaterThanOrEqual(PROCESS_ANSWER_TIMEOUT_MS - 50);
+      expect(waited).toBeLessThan(PROCESS_ANSWER_TIMEOUT_MS + 1_000);
+      // Resumed, the child answers the question given up (dropped: no protocol error, no exit), then the next.
+      expect((await h.sup.askMetrics())?.length).toBe(series?.length);
+      expect(h.logs.filter((l) => (l.level as number) >= 50)).toEqual([]);
+      expect(h.spawned).toHaveLength(1);
+      // No child: undefined at once.
+      await h.sup.drain();
+      const t1 = Date.now();
+      expect(await h.sup.askMetrics()).toBeUndefined();
+      expect(Date.now() - t1).toBeLessThan(100);
+    });
+
+    it("the running child's CPU time and resident memory, as /proc counts them; none once it is gone", async () => {
+      const h = await start();
+      await whenReady(h);
+      const pid = (h.spawned[0] as Spawned).child.pid as number;
+      const usage = procUsage();
+      const rss = (await metric(h, 'apphost_gateway_dataplane_resident_memory_bytes')) as number;
+      expect(rss).toBeGreaterThan(1024 * 1024);
+      expect(rss / ((await usage.residentBytes(pid)) as number)).toBeCloseTo(1, 1);
+      const cpu = (await metric(h, 'apphost_gateway_dataplane_cpu_seconds_total')) as number;
+      expect(cpu).toBeGreaterThanOrEqual(0);
+      expect(cpu).toBeLessThanOrEqual((await usage.cpuSeconds(pid)) as number);
+      await h.sup.drain();
+      expect(await metric(h, 'apphost_gateway_dataplane_resident_memory_bytes')).toBe(0);
+      expect(await metric(h, 'apphost_gateway_dataplane_cpu_seconds_total')).toBe(0);
     });
 
     it('SIGTERM sequence: drain{handover} closes the port, drain{drain} ends with drained and exit 0, no respawn', async () => {

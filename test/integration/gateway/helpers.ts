@@ -11,6 +11,7 @@ import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.t
 import { balancerFrame, dataPlaneConfig, gatewayFrame } from '../../../src/gateway/dataplane/config-frame.ts';
 import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
 import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
+import { procUsage } from '../../../src/gateway/dataplane/proc-usage.ts';
 import type { ConfigMessage } from '../../../src/gateway/dataplane/protocol.ts';
 import { spawnDataPlane, superviseDataPlane } from '../../../src/gateway/dataplane/supervise.ts';
 import type { GatewaySettings } from '../../../src/gateway/settings.ts';
@@ -272,6 +273,7 @@ export async function frontGateway(
     log,
     registry,
     drainTimeoutMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
+    usage: procUsage(),
   });
   supervisor.start();
   await waitFor(
@@ -327,4 +329,15 @@ export function frontVerifier(
     },
   });
   return cached;
+}
+
+/** Sum of a metric's samples in a /metrics text whose labels include `labels`. */
+export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
 }

@@ -292,6 +292,8 @@ describe.skipIf(!!skip)(
     let echoApp: ManagedProcess;
     const children: ChildProcess[] = [];
     const base = {} as Record<Front, string>;
+    /** Each gateway's ops port (/metrics). */
+    const ops = {} as Record<Front, string>;
     const tokens = {} as Record<'own' | 'other', string>;
     let keys: { keys: SigningKey[] };
     let issued = 0;
@@ -326,6 +328,7 @@ describe.skipIf(!!skip)(
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
+      ops[front] = `http://127.0.0.1:${opsPort}`;
       const log = createWriteStream(join(frontDir, 'gateway.log'));
       child.stdout?.pipe(log);
       child.stderr?.pipe(log);
@@ -512,6 +515,25 @@ describe.skipIf(!!skip)(
       } else expect(native).toEqual(node);
     };
     for (const row of ROWS) (row.finding ? it.fails : it)(title(row), () => compare(row));
+
+    it("after the table, /metrics counts every call alike: each request and duration series of node mode, same labels, same count (the data plane's series summed into Node's)", async () => {
+      // After every row (the file's order; run alone, node mode has counted nothing and this fails).
+      // Counts only: the durations differ between the two.
+      const counted = async (front: Front) => {
+        const text = await (await fetch(`${ops[front]}/metrics`)).text();
+        return text
+          .split('\n')
+          .filter(
+            (l) =>
+              l.startsWith('apphost_gateway_requests_total{') ||
+              l.startsWith('apphost_gateway_request_duration_seconds_count{'),
+          )
+          .sort();
+      };
+      const node = await counted('node');
+      expect(node.length).toBeGreaterThan(10);
+      expect(await counted('native')).toEqual(node);
+    });
 
     it('the table reaches the error table’s sync rows (a row gone would go unnoticed)', () => {
       const codes = ROWS.map((r) => codeOf(r.name));

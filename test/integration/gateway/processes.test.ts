@@ -17,7 +17,7 @@ import { generateSigningKey, issueRunToken } from '../../../src/shared/run-token
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { maxOverlap } from '../../harness/overlap.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
-import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
+import { REPO_ROOT, type Runtime, resolvedApp, sample, startRuntime, tempDir } from './helpers.ts';
 
 const P = 'proj-procs';
 const START_TIMEOUT_MS = 90_000;
@@ -75,17 +75,6 @@ async function call(app: string, fn: string, body: unknown) {
 
 async function metrics(): Promise<string> {
   return (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
-}
-
-/** Sum of a metric's samples whose labels include `labels`. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
-    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return sum;
 }
 
 /** Reporter ids heard on the load subjects during `ms`. */
