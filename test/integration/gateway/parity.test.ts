@@ -519,8 +519,10 @@ describe.skipIf(!!skip)(
     it("after the table, /metrics counts every call alike: each request and duration series of node mode, same labels, same count (the data plane's series summed into Node's)", async () => {
       // After every row (the file's order; run alone, node mode has counted nothing and this fails).
       // Counts only: the durations differ between the two.
+      const texts = {} as Record<Front, string>;
       const counted = async (front: Front) => {
         const text = await (await fetch(`${ops[front]}/metrics`)).text();
+        texts[front] = text;
         return text
           .split('\n')
           .filter(
@@ -533,6 +535,10 @@ describe.skipIf(!!skip)(
       const node = await counted('node');
       expect(node.length).toBeGreaterThan(10);
       expect(await counted('native')).toEqual(node);
+      // Node mode's /metrics is its registry as before: no data plane series, its own process_* kept.
+      expect(texts.node).not.toContain('apphost_gateway_dataplane_');
+      expect(texts.node).toMatch(/^process_start_time_seconds \d/m);
+      expect(texts.native).toMatch(/^apphost_gateway_dataplane_up 1$/m);
     });
 
     it('the table reaches the error table’s sync rows (a row gone would go unnoticed)', () => {
