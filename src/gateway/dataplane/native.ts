@@ -124,7 +124,8 @@ export interface NativeFront {
   shutdownSteps(gateway: { drain(): Promise<void> }): Array<{ name: string; run: () => Promise<void> }>;
   /**
    * What the ops port's /metrics serves (design §5): Node's registry and the data plane's series (asked
-   * at each scrape, bounded by PROCESS_ANSWER_TIMEOUT_MS; left out when unanswered) summed.
+   * at each scrape, bounded by PROCESS_ANSWER_TIMEOUT_MS; when unanswered, the counters and histograms
+   * of its last answer: supervise.ts's keptSeries) summed.
    */
   metrics: MetricsSource;
 }

@@ -129,8 +129,10 @@ export interface DataPlaneSupervisor {
   /** Children started after the first. */
   restarts(): number;
   /**
-   * The running child's series for a scrape (`ask-metrics`, design §5), or undefined when there is no
-   * child to ask (stopped, respawning) or it did not answer within PROCESS_ANSWER_TIMEOUT_MS.
+   * The running child's series for a scrape (`ask-metrics`, design §5), waiting at most
+   * PROCESS_ANSWER_TIMEOUT_MS. When it does not answer in time, the counters and histograms of its last
+   * answer (`keptSeries`), so that a missed scrape never lowers a counter the pod's /metrics sums; none
+   * when no child runs or the one asked has exited (a new child starts from 0: a genuine reset).
    */
   askMetrics(): Promise<MetricsJson | undefined>;
 }
@@ -146,6 +148,18 @@ interface Run {
   exited: boolean;
   exitWaiters: Array<() => void>;
   drained: boolean;
+  /** This child's last answer to `ask-metrics`. */
+  lastMetrics: MetricsJson | undefined;
+}
+
+/**
+ * What a scrape the child did not answer keeps of its last answer: its counters and histograms, which
+ * only grow while the child runs, so that the summed series do not dip (Prometheus would read a dip as a
+ * counter reset, and `rate()` would jump by the whole value); its gauges are left out (a stale level).
+ */
+export function keptSeries(last: MetricsJson | undefined): MetricsJson | undefined {
+  // prom-client types `type` as a numeric enum; its JSON (and the frame's) carries the name.
+  return last?.filter((m) => ['counter', 'histogram'].includes(m.type as unknown as string));
 }
 
 export function superviseDataPlane(opts: {
@@ -315,6 +329,7 @@ export function superviseDataPlane(opts: {
       exited: false,
       exitWaiters: [],
       drained: false,
+      lastMetrics: undefined,
     };
     run = r;
     const decoder = new FrameDecoder();
@@ -449,14 +464,17 @@ export function superviseDataPlane(opts: {
     },
     pid: () => run?.child.pid,
     restarts: () => restarts,
-    askMetrics() {
+    async askMetrics() {
       const r = run;
-      if (!r || r.exited || !r.helloOk) return Promise.resolve(undefined);
-      return questions.ask(r, (id) => {
+      if (!r || r.exited || !r.helloOk) return undefined;
+      const answer = await questions.ask(r, (id) => {
         if (!r.helloOk || r.child.channel.destroyed) return false;
         send(r, { type: 'ask-metrics', id });
         return true;
       });
+      if (answer) r.lastMetrics = answer;
+      else if (!r.exited) return keptSeries(r.lastMetrics);
+      return answer;
     },
   };
 }

@@ -207,7 +207,7 @@ describe.skipIf(!!skip)(
       expect(text).toMatch(/^process_resident_memory_bytes \d/m);
     });
 
-    it('a scrape while the data plane is stopped (SIGSTOP) answers within PROCESS_ANSWER_TIMEOUT_MS without its series; resumed, they are back', async () => {
+    it('a scrape while the data plane is stopped (SIGSTOP) answers within PROCESS_ANSWER_TIMEOUT_MS and lowers no counter (its last answer kept)', async () => {
       const running = served(await metrics());
       const pid = dataPlanePid();
       expect(pid).toBeGreaterThan(0);
@@ -224,9 +224,9 @@ describe.skipIf(!!skip)(
         process.kill(pid, 'SIGCONT');
       }
       expect(waited).toBeLessThan(PROCESS_ANSWER_TIMEOUT_MS + 1_000);
-      // Node's share only (the handed-off calls); the process series are read from /proc, stopped or not.
-      expect(served(text).requests).toBeLessThan(running.requests);
-      expect(served(text).durations).toBeLessThan(running.durations);
+      // The data plane's counters as it last answered (a dip would read as a counter reset in
+      // Prometheus); the process series are read from /proc, stopped or not.
+      expect(served(text)).toEqual(running);
       expect(sample(text, 'apphost_gateway_dataplane_resident_memory_bytes')).toBeGreaterThan(0);
       await waitFor('ready again', async () => (await readyz()).status === 200, 5_000, 50);
       expect(served(await metrics())).toEqual(running);

@@ -248,7 +248,7 @@ describe.skipIf(!!skip)(
       expect(h.spawned).toHaveLength(1);
     });
 
-    it("a scrape's ask-metrics: the child's series by the asked id; stopped, none within the bound, the late answer dropped", async () => {
+    it("a scrape's ask-metrics: the child's series by the asked id; stopped, its last counters and histograms within the bound, the late answer dropped", async () => {
       const h = await start();
       await whenReady(h);
       const series = await h.sup.askMetrics();
@@ -258,7 +258,7 @@ describe.skipIf(!!skip)(
       ]);
       const { pid } = (h.spawned[0] as Spawned).child;
       process.kill(pid as number, 'SIGSTOP');
-      let stopped: unknown;
+      let stopped: Awaited<ReturnType<DataPlaneSupervisor['askMetrics']>>;
       const t0 = Date.now();
       try {
         stopped = await h.sup.askMetrics();
@@ -266,13 +266,31 @@ describe.skipIf(!!skip)(
         process.kill(pid as number, 'SIGCONT');
       }
       const waited = Date.now() - t0;
-      expect(stopped).toBeUndefined();
+      // Not answered: the last answer's counters and histograms (they only grow), not its gauges.
+      const kinds = (m: typeof series) => m?.map((x) => `${x.name} ${x.type}`).sort();
+      expect(kinds(stopped)).toEqual(
+        kinds(series?.filter((x) => ['counter', 'histogram'].includes(x.type as unknown as string))),
+      );
+      expect(stopped?.map((x) => x.name)).toContain('apphost_gateway_requests_total');
+      expect(stopped?.map((x) => x.name)).not.toContain('apphost_gateway_app_inflight_calls');
       expect(waited).toBeGreaterThanOrEqual(PROCESS_ANSWER_TIMEOUT_MS - 50);
       expect(waited).toBeLessThan(PROCESS_ANSWER_TIMEOUT_MS + 1_000);
       // Resumed, the child answers the question given up (dropped: no protocol error, no exit), then the next.
       expect((await h.sup.askMetrics())?.length).toBe(series?.length);
       expect(h.logs.filter((l) => (l.level as number) >= 50)).toEqual([]);
       expect(h.spawned).toHaveLength(1);
+      // A new child starts from 0 (a genuine reset): the killed one's last answer is not kept for it.
+      (h.spawned[0] as Spawned).child.kill('SIGKILL');
+      await (h.spawned[0] as Spawned).exit;
+      expect(await h.sup.askMetrics()).toBeUndefined();
+      await whenReady(h, 5_000);
+      const next = (h.spawned[1] as Spawned).child.pid as number;
+      process.kill(next, 'SIGSTOP');
+      try {
+        expect(await h.sup.askMetrics()).toBeUndefined();
+      } finally {
+        process.kill(next, 'SIGCONT');
+      }
       // No child: undefined at once.
       await h.sup.drain();
       const t1 = Date.now();
