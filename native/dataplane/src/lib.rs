@@ -34,8 +34,9 @@ pub mod tokens;
 pub mod upstream;
 pub mod upstream_failure;
 
-/// The build this binary reports in `hello` and `--version`: the image build sets
-/// APPHOST_DATAPLANE_BUILD to the git commit; a developer's build says `dev`.
+/// The build this binary reports in `hello` and `--version`: `make images` sets APPHOST_DATAPLANE_BUILD
+/// to `src-` and a hash of the crate's sources (hack/images/build.ts), the Dockerfile to its
+/// DATAPLANE_BUILD argument; a developer's build says `dev`.
 pub const BUILD: &str = match option_env!("APPHOST_DATAPLANE_BUILD") {
     Some(b) => b,
     None => "dev",
