@@ -99,7 +99,7 @@ deps-cluster: deps-tools
 
 # apphost's images (OCI archives that docker load / ctr import / kind load / skopeo accept), rebuilt
 # only when their inputs change: build/images/{apphost,runtime-python}.oci.tar.
-images: deps-node
+images: deps-node deps-rust
 	hack/cluster-deps.sh
 	node hack/images/build.ts apphost runtime-python
 
@@ -144,8 +144,15 @@ check-cluster-root:
 	  exit 1; \
 	fi
 
+# Two passes, each on its own fresh cluster: the whole suite with the chart's default (gateway.dataPlane:
+# node), then NATIVE_CLUSTER_SUITES installed with test/cluster/values-native.yaml (gateway.dataPlane:
+# native; design §7). When the default becomes native, values-native.yaml should name the other one (node).
+NATIVE_CLUSTER_SUITES := $(addprefix test/cluster/,dataplane.test.ts platform.test.ts faults.test.ts \
+  scaling.test.ts)
+
 test-cluster: check-cluster-root deps-node deps-cluster images images-test
 	vitest run --config vitest.cluster.config.ts
+	APPHOST_TEST_CLUSTER_DATA_PLANE=native vitest run --config vitest.cluster.config.ts $(NATIVE_CLUSTER_SUITES)
 
 test-python: deps-python
 	cd runtime/python && .venv/bin/python -m pytest -q

@@ -6,7 +6,7 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { TestProject } from 'vitest/node';
 import { startCluster } from './node.ts';
-import { installPlatform, loadImages, PLATFORM_NAMESPACE } from './platform.ts';
+import { DATA_PLANE, installPlatform, loadImages, PLATFORM_NAMESPACE } from './platform.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -47,7 +47,7 @@ export default async function setup(project: TestProject) {
     throw err;
   }
   process.stderr.write(
-    `cluster suite: node Ready + DNS + ingress ${timings.clusterReadyMs} ms, images ${timings.imagesImportedMs} ms, helm install → all Ready ${timings.platformReadyMs} ms (${cluster.root})\ncluster suite: platform pods Ready after helm install started (s, restarts): ${readyBreakdown}\n`,
+    `cluster suite (gateway.dataPlane: ${DATA_PLANE}): node Ready + DNS + ingress ${timings.clusterReadyMs} ms, images ${timings.imagesImportedMs} ms, helm install → all Ready ${timings.platformReadyMs} ms (${cluster.root})\ncluster suite: platform pods Ready after helm install started (s, restarts): ${readyBreakdown}\n`,
   );
   project.provide('cluster', {
     root: cluster.root,
