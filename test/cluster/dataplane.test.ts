@@ -39,13 +39,15 @@ const procs = [];
 for (const pid of fs.readdirSync('/proc').filter((d) => /^\\d+$/.test(d))) {
   try {
     const cmd = fs.readFileSync('/proc/' + pid + '/cmdline', 'utf8').split('\\0').filter(Boolean);
-    const ppid = Number(/PPid:\\s+(\\d+)/.exec(fs.readFileSync('/proc/' + pid + '/status', 'utf8'))[1]);
+    const status = fs.readFileSync('/proc/' + pid + '/status', 'utf8');
+    const ppid = Number(/PPid:\\s+(\\d+)/.exec(status)[1]);
+    const rssKiB = Number((/VmRSS:\\s+(\\d+)/.exec(status) || [0, 0])[1]);
     let listens = false;
     for (const fd of fs.readdirSync('/proc/' + pid + '/fd')) {
       const m = /^socket:\\[(\\d+)\\]$/.exec(fs.readlinkSync('/proc/' + pid + '/fd/' + fd) || '');
       if (m && inodes.has(m[1])) listens = true;
     }
-    procs.push({ pid: Number(pid), ppid, cmd, listens });
+    procs.push({ pid: Number(pid), ppid, cmd, listens, rssKiB });
   } catch {}
 }
 fetch('http://127.0.0.1:' + process.argv[2] + '/metrics').then((r) => r.text()).then((text) => {
@@ -55,7 +57,7 @@ fetch('http://127.0.0.1:' + process.argv[2] + '/metrics').then((r) => r.text()).
 `;
 
 interface Inspected {
-  procs: Array<{ pid: number; ppid: number; cmd: string[]; listens: boolean }>;
+  procs: Array<{ pid: number; ppid: number; cmd: string[]; listens: boolean; rssKiB: number }>;
   series: Record<string, string>;
 }
 
@@ -76,6 +78,8 @@ async function inspect(pod: string): Promise<Inspected> {
   );
   return JSON.parse(out.trim().split('\n').pop() as string) as Inspected;
 }
+
+const mib = (kib: number | undefined) => ((kib ?? 0) / 1024).toFixed(1);
 
 async function gatewayPods(kc: KubeConfig) {
   const pods = await kc.makeApiClient(CoreV1Api).listNamespacedPod({
@@ -110,8 +114,12 @@ describe(`the data plane in the gateway pods (gateway.dataPlane: ${DATA_PLANE})`
     for (const pod of pods) {
       const { procs, series } = await inspect(pod);
       expect(procs.filter((p) => p.cmd[0] === BIN)).toEqual([]);
-      expect(procs.find((p) => p.listens)?.cmd[0], pod).toBe('node');
+      const gateway = procs.find((p) => p.listens);
+      expect(gateway?.cmd[0], pod).toBe('node');
       expect(series).toEqual({});
+      process.stderr.write(
+        `figure: ${pod} RSS (node mode, when this file runs): gateway ${mib(gateway?.rssKiB)} MiB\n`,
+      );
     }
   });
 
@@ -131,6 +139,9 @@ describe(`the data plane in the gateway pods (gateway.dataPlane: ${DATA_PLANE})`
         ).toEqual([BIN]);
         expect(series.apphost_gateway_dataplane_up, pod).toBe('1');
         expect(series.apphost_gateway_dataplane_restarts_total, pod).toBe('0');
+        process.stderr.write(
+          `figure: ${pod} RSS (native mode, when this file runs): Node ${mib(parent?.rssKiB)} MiB, data plane ${mib(planes[0]?.rssKiB)} MiB\n`,
+        );
       }
     },
   );
