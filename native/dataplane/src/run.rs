@@ -22,6 +22,7 @@ use crate::channel::{ChannelError, FrameReader, FrameWriter};
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::ProtocolError;
+use crate::frame::DATAPLANE_MAX_FRAME_BYTES;
 use crate::message::{DrainPhase, Message, StateKind};
 use crate::server::Server;
 use crate::state::{self, Applied};
@@ -58,10 +59,23 @@ fn epoch_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// The answer to `ask-metrics {id}`: the series as they are now (core.rs, metrics.rs).
-fn metrics(core: &Mutex<Core>, id: u64) -> Message {
+/// Room in a frame for `metrics`' fields other than the series (`{"v":1,"type":"metrics","id":…,"metrics":}`).
+const METRICS_HEAD_BYTES: usize = 64;
+
+/// The answer to `ask-metrics {id}`: the series as they are now (core.rs, metrics.rs). None when they
+/// would not fit in a frame of `max_frame` bytes (`DATAPLANE_MAX_FRAME_BYTES`: some thousands of apps'
+/// histograms): the question is left unanswered and said on stderr, and Node's scrape keeps this
+/// child's last counters, rather than the data plane writing a frame Node must refuse, or ending on it.
+fn metrics(core: &Mutex<Core>, id: u64, max_frame: usize) -> Option<Message> {
     let metrics = core.lock().expect("core").metrics_json();
-    Message::Metrics { id, metrics }
+    if metrics.len() + METRICS_HEAD_BYTES > max_frame {
+        eprintln!(
+            "apphost-dataplane: ask-metrics {id} not answered: {} bytes of series are over a frame's {max_frame}",
+            metrics.len()
+        );
+        return None;
+    }
+    Some(Message::Metrics { id, metrics })
 }
 
 fn unexpected(m: &Message) -> ProtocolError {
@@ -149,7 +163,11 @@ where
         match msg {
             None => break false,
             Some(Message::Ping { id }) => tx.send(&Message::Pong { id }).await?,
-            Some(Message::AskMetrics { id }) => tx.send(&metrics(&core, id)).await?,
+            Some(Message::AskMetrics { id }) => {
+                if let Some(m) = metrics(&core, id, DATAPLANE_MAX_FRAME_BYTES) {
+                    tx.send(&m).await?;
+                }
+            }
             Some(Message::State(f)) => {
                 // Typed first: a malformed frame is a protocol error (exit 3).
                 let typed = state::StateFrame::from_message(&f)?;
@@ -194,7 +212,11 @@ where
             m = rx.next(), if reading => match m {
                 Ok(Some(Message::Ping { id })) => tx.send(&Message::Pong { id }).await?,
                 // The calls still finishing are counted: a scrape while draining sees them.
-                Ok(Some(Message::AskMetrics { id })) => tx.send(&metrics(&core, id)).await?,
+                Ok(Some(Message::AskMetrics { id })) => {
+                    if let Some(m) = metrics(&core, id, DATAPLANE_MAX_FRAME_BYTES) {
+                        tx.send(&m).await?;
+                    }
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => reading = false,
             },
@@ -205,4 +227,25 @@ where
         let _ = tx.send(&Message::Drained).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_over_a_frame_are_not_answered_rather_than_sent_or_fatal() {
+        let core = Mutex::new(Core::new(&Config::example(1, "/s")));
+        let len = core.lock().unwrap().metrics_json().len();
+        let Some(Message::Metrics { id, metrics: text }) = metrics(&core, 5, DATAPLANE_MAX_FRAME_BYTES)
+        else {
+            panic!("answered")
+        };
+        assert_eq!((id, text.len()), (5, len));
+        // The largest answer a frame holds is written whole; one byte less room and it is not answered.
+        let fits = len + METRICS_HEAD_BYTES;
+        let m = metrics(&core, 99_999_999_999, fits).expect("fits");
+        assert!(m.to_frame().unwrap().len() <= fits + crate::frame::LENGTH_PREFIX_BYTES);
+        assert!(metrics(&core, 5, fits - 1).is_none());
+    }
 }
