@@ -195,7 +195,8 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         ops = await startOpsServer({
           port: opts.opsPort,
           host: opts.host,
-          registry,
+          // Native: the data plane's series summed in at each scrape, as in a cluster (native.ts).
+          registry: front ? front.metrics : registry,
           checks: platform.checks,
         });
         platform.opsPort = ops.port();

@@ -206,15 +206,26 @@ describe('apphost dev (e2e)', () => {
           0,
         );
       };
+      // The calls the data plane served, in /metrics as node mode counts them (design §5).
+      const served = async () => {
+        const text = await (await fetch(`${ops}/metrics`)).text();
+        const line = new RegExp(
+          `^apphost_gateway_requests_total\\{project="${creds.project_id}",app="hello",mode="sync",status="200"\\} (\\d+)$`,
+          'm',
+        );
+        return Number(line.exec(text)?.[1] ?? 0);
+      };
       // The token is known from the calls above: each call below is served by the data plane itself.
       expect((await run(`/v4/${creds.project_id}/hello/run`, { name: 'a' })).status).toBe(200);
       const before = await handoffs();
+      const servedBefore = await served();
       for (let i = 0; i < 5; i++) {
         const res = await run(`/v4/${creds.project_id}/hello/run`, { name: `n${i}` });
         expect(res.status).toBe(200);
         expect(await res.json()).toEqual({ message: `hello n${i}` });
       }
       expect(await handoffs()).toBe(before);
+      expect(await served()).toBe(servedBefore + 5);
     },
   );
 
