@@ -6,12 +6,17 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
 
 use crate::access_log::{AccessLine, AccessLog};
 use crate::config::{Config, Routing};
 use crate::metrics::{AppGauge, Metrics};
 use crate::place::PlaceSettings;
 use crate::pool::{CallId, Outcome, Pool};
+use crate::records::{SyncCall, SyncCallLimiter, SyncCallSettings};
+use crate::reports::{AppLoad, RECORDS_BATCH_MAX, RECORDS_PENDING_MAX};
 use crate::state::{Applied, State, StateFrame};
 
 /// The shared part of the data plane.
@@ -24,6 +29,11 @@ pub struct Core {
     routing: Routing,
     next_call: CallId,
     pub place: PlaceSettings,
+    /// Which finished calls get a sync-call record (records.rs), and the admitted ones not yet sent.
+    records: SyncCallLimiter,
+    pending: Vec<SyncCall>,
+    /// Wakes the channel loop's `Reporter` (reports.rs): the first record of a batch, or a full batch.
+    pub reports_wake: Arc<Notify>,
 }
 
 /// A slot on a replica.
@@ -60,6 +70,12 @@ impl Core {
                 queue_timeout_ms: b.queue_timeout_ms,
                 retry_after_seconds: b.retry_after_seconds,
             },
+            records: SyncCallLimiter::new(SyncCallSettings::from_rates(
+                config.gateway.sync_records_per_app_per_second,
+                config.gateway.sync_records_per_second,
+            )),
+            pending: Vec::new(),
+            reports_wake: Arc::new(Notify::new()),
         }
     }
 
@@ -207,5 +223,68 @@ impl Core {
             });
         }
         self.metrics.render_json(inflight, &apps)
+    }
+
+    /// A finished call's sync-call record: `build` runs only when the rate bounds admit the call (most
+    /// calls under load are over them, and build nothing); one over them is counted as skipped (`rate`).
+    /// Admitted records wait here for the channel loop, at most `RECORDS_PENDING_MAX`.
+    pub fn record(&mut self, project: &str, app: &str, now_ms: i64, build: impl FnOnce() -> SyncCall) {
+        if !self.records.admit(project, app, now_ms) {
+            if self.records.enabled() {
+                self.metrics.sync_record_skipped("rate");
+            }
+            return;
+        }
+        if self.pending.len() >= RECORDS_PENDING_MAX {
+            // Node has not read the channel for a while: as the gateway drops a record while NATS is away.
+            self.metrics.sync_record_skipped("disconnected");
+            return;
+        }
+        self.pending.push(build());
+        if self.pending.len() == 1 || self.pending.len() == RECORDS_BATCH_MAX {
+            self.reports_wake.notify_one();
+        }
+    }
+
+    /// Admitted records waiting for the channel.
+    pub fn pending_records(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The admitted records, taken for a `records` frame.
+    pub fn take_records(&mut self) -> Vec<SyncCall> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The `load` frame's apps (design §4): each pool's time-averaged level (in flight + queued) since the
+    /// last report, its counts now and in flight per replica; only apps with load in the interval or a
+    /// level above 0 now, as the gateway's reporter leaves idle apps out. `runs` is Node's (always 0).
+    pub fn loads(&mut self, now: i64) -> Vec<AppLoad> {
+        let mut out = Vec::new();
+        for (key, pool) in &mut self.pools {
+            let concurrency = pool.concurrency(now);
+            let (inflight, queued, _) = pool.stats();
+            if concurrency <= 0.0 && inflight == 0 && queued == 0 {
+                continue;
+            }
+            let Some((project, app)) = key.split_once('/') else {
+                continue;
+            };
+            out.push(AppLoad {
+                project_id: project.to_owned(),
+                app_name: app.to_owned(),
+                concurrency,
+                inflight: inflight as u64,
+                queued: queued as u64,
+                runs: 0,
+                replicas: Some(
+                    pool.replica_load()
+                        .into_iter()
+                        .map(|(id, n)| (id.to_owned(), u64::from(n)))
+                        .collect(),
+                ),
+            });
+        }
+        out
     }
 }

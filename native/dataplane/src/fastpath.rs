@@ -28,6 +28,7 @@ use crate::errors::{ApiError, Refusal};
 use crate::handoff::{AnswerBody, CallBody, Handoff, IdleBody, Reason, error_response};
 use crate::place::{Next, Placement};
 use crate::query::{forward_query, gateway_params};
+use crate::records::SyncCall;
 use crate::refused::{REFUSED_HEADER, refusal_of};
 use crate::route::route;
 use crate::state::{DomainLookup, Runtime};
@@ -305,12 +306,12 @@ impl FastPath {
                 Err(_) => {
                     let f = crate::upstream_failure::UpstreamFailure::HeadTimeout;
                     held.armed = false;
-                    return self.fail(c, &held.key, call, &project, &app, f.error(), true);
+                    return self.fail(c, &held.key, call, &project, &app, path, f.error(), true);
                 }
                 Ok(Err(f)) if f.not_connected() => (Refusal::Unreachable, Some(f.reason())),
                 Ok(Err(f)) => {
                     held.armed = false;
-                    return self.fail(c, &held.key, call, &project, &app, f.error(), true);
+                    return self.fail(c, &held.key, call, &project, &app, path, f.error(), true);
                 }
                 Ok(Ok(res)) => {
                     let refused = refusal_of(
@@ -318,7 +319,7 @@ impl FastPath {
                         res.headers().get(REFUSED_HEADER).map(HeaderValue::as_bytes),
                     );
                     match refused {
-                        None => return self.answer(c, held, project, app, res).await,
+                        None => return self.answer(c, held, project, app, path, res).await,
                         Some(r) => (r, None),
                     }
                 }
@@ -340,7 +341,7 @@ impl FastPath {
                 Next::GiveUp { block_ms, error } => {
                     core.refuse(&held.key, call, block_ms, now);
                     drop(core);
-                    return self.fail(c, &held.key, call, &project, &app, error, false);
+                    return self.fail(c, &held.key, call, &project, &app, path, error, false);
                 }
             }
         }
@@ -355,37 +356,40 @@ impl FastPath {
         call: u64,
         project: &str,
         app: &str,
+        path: String,
         error: ApiError,
         release: bool,
     ) -> Response<AnswerBody> {
         if release {
             self.core.lock().expect("core").release(key, call, epoch_ms());
         }
-        let (status, code) = (error.status, error.code);
         let res = error_response(&error, c.id, false);
         let (res, body) = res.into_parts();
         let done = self.done(
             c,
             None,
-            project.to_owned(),
-            app.to_owned(),
-            status,
-            Some(code),
+            Names {
+                project: project.to_owned(),
+                app: app.to_owned(),
+                path,
+            },
+            error.status,
+            Some((error.code, error.message)),
             "sync",
         );
         Response::from_parts(res, body.on_end(done))
     }
 
-    /// What runs when the answer is done with: the slot freed, the metrics and the access line.
-    #[allow(clippy::too_many_arguments)]
+    /// What runs when the answer is done with: the slot freed, the metrics, the access line and, when
+    /// the rate bounds admit it, the sync-call record (built only then). `error`: the data plane's own
+    /// error code and message, when it answered with one.
     fn done(
         &self,
         c: &Call<'_>,
         slot: Option<(String, u64)>,
-        project: String,
-        app: String,
+        names: Names,
         status: u16,
-        code: Option<&'static str>,
+        error: Option<(&'static str, String)>,
         mode: &'static str,
     ) -> crate::handoff::OnEnd {
         let core = self.core.clone();
@@ -393,6 +397,7 @@ impl FastPath {
         let start_ms = c.start_ms as i64;
         Box::new(move |ended| {
             let now = epoch_ms();
+            let Names { project, app, path } = names;
             let flush = {
                 let mut core = core.lock().expect("core");
                 if let Some((key, call)) = &slot {
@@ -400,12 +405,25 @@ impl FastPath {
                 }
                 let seconds = (now - start_ms).max(0) as f64 / 1000.0;
                 core.metrics.call(&project, &app, mode, status, seconds);
+                core.record(&project, &app, now, || SyncCall {
+                    request_id: id.clone(),
+                    project_id: project.clone(),
+                    app_name: app.clone(),
+                    path: path.clone(),
+                    status,
+                    error_code: error.as_ref().map(|(code, _)| (*code).to_owned()),
+                    error_message: error.as_ref().map(|(_, message)| message.clone()),
+                    started_at_ms: start_ms.max(0) as u64,
+                    finished_at_ms: now.max(0) as u64,
+                    aborted: !ended,
+                    streamed: mode == "stream",
+                });
                 core.log(&AccessLine {
                     time_ms: now,
                     request_id: &id,
                     method: "POST",
                     status,
-                    code,
+                    code: error.as_ref().map(|(code, _)| *code),
                     duration_ms: duration_ms(start_ms, now),
                     aborted: !ended,
                     mode,
@@ -426,6 +444,7 @@ impl FastPath {
         mut held: Held<'_>,
         project: String,
         app: String,
+        path: String,
         res: Response<Incoming>,
     ) -> Response<AnswerBody> {
         let (parts, incoming) = res.into_parts();
@@ -438,7 +457,7 @@ impl FastPath {
                 Err(e) => {
                     let f = body_failure_of(e.as_ref());
                     held.armed = false;
-                    return self.fail(c, &held.key, held.call, &project, &app, f.error(), true);
+                    return self.fail(c, &held.key, held.call, &project, &app, path, f.error(), true);
                 }
             };
             let a = answer::answer(status, &head, Some(whole.len()), c.id);
@@ -469,8 +488,7 @@ impl FastPath {
         let done = self.done(
             c,
             Some((std::mem::take(&mut held.key), held.call)),
-            project,
-            app,
+            Names { project, app, path },
             status,
             None,
             mode,
@@ -478,6 +496,13 @@ impl FastPath {
         let (parts, body) = out.into_parts();
         Response::from_parts(parts, body.on_end(done))
     }
+}
+
+/// The call's names as routed: its app's, and the function path after them (the record's `path`).
+struct Names {
+    project: String,
+    app: String,
+    path: String,
 }
 
 /// A slot a call holds while its future may still be dropped (the caller went away mid-call: hyper drops

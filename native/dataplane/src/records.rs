@@ -38,12 +38,31 @@ pub struct SyncCallSettings {
     pub per_second: u32,
 }
 
+impl SyncCallSettings {
+    /// From the `config` frame's rates, which may be fractional: the TS limiter's `n >= rate` for a count
+    /// `n` is `n >= ceil(rate)`, so the bounds are the rates rounded up (0 and below: no record).
+    pub fn from_rates(per_app_per_second: f64, per_second: f64) -> Self {
+        let bound = |r: f64| {
+            if r > 0.0 {
+                r.ceil().min(f64::from(u32::MAX)) as u32
+            } else {
+                0
+            }
+        };
+        SyncCallSettings {
+            per_app_per_second: bound(per_app_per_second),
+            per_second: bound(per_second),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct SyncCallLimiter {
     s: SyncCallSettings,
     second: i64,
     total: u32,
-    per_app: HashMap<(String, String), u32>,
+    /// project → app → records this second: an app's names are copied once a second, not per call.
+    per_app: HashMap<String, HashMap<String, u32>>,
 }
 
 impl SyncCallLimiter {
@@ -54,6 +73,11 @@ impl SyncCallLimiter {
             total: 0,
             per_app: HashMap::new(),
         }
+    }
+
+    /// Whether any call can get a record (`perAppPerSecond` above 0): when not, a refusal is no skip.
+    pub fn enabled(&self) -> bool {
+        self.s.per_app_per_second > 0
     }
 
     /// Whether a call of this app, finished at `now_ms` (wall clock), gets a record.
@@ -70,8 +94,14 @@ impl SyncCallLimiter {
         if self.total >= self.s.per_second {
             return false;
         }
-        let key = (project_id.to_owned(), app_name.to_owned());
-        let n = self.per_app.entry(key).or_insert(0);
+        let apps = match self.per_app.get_mut(project_id) {
+            Some(apps) => apps,
+            None => self.per_app.entry(project_id.to_owned()).or_default(),
+        };
+        let n = match apps.get_mut(app_name) {
+            Some(n) => n,
+            None => apps.entry(app_name.to_owned()).or_insert(0),
+        };
         if *n >= self.s.per_app_per_second {
             return false;
         }

@@ -3,11 +3,105 @@
 //! sync-call records `records.rs` admitted (`SyncCall[]`, runs/sync-calls.ts). The checks are
 //! protocol.ts's: a missing or wrongly typed field is `frame_malformed`, an extra one is dropped.
 
-use serde_json::{Map, Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
+
+use crate::core::Core;
 use crate::error::ProtocolError;
-use crate::message::MAX_SAFE_INTEGER;
+use crate::message::{MAX_SAFE_INTEGER, Message};
 use crate::records::SyncCall;
+
+/// A `records` frame is sent once this many admitted records wait (design §4)...
+pub const RECORDS_BATCH_MAX: usize = 64;
+/// ...or this long after the first of them.
+pub const RECORDS_BATCH_MS: u64 = 10;
+/// Bound on admitted records waiting for the channel (Node not reading it): about 20 s of the default
+/// `APPHOST_GATEWAY_SYNC_RECORDS_PER_SECOND` (200). Past it a record is dropped and counted as skipped
+/// (`disconnected`), as the gateway drops one while NATS is away rather than hold it without a bound.
+pub const RECORDS_PENDING_MAX: usize = 4096;
+
+/// When the channel loop sends `load` and `records`: `next` waits for the first of the load interval,
+/// a batch of records full, or a batch's `RECORDS_BATCH_MS` passed, and answers the frame to send. It is
+/// cancel-safe (its state lives here), so it sits in the loop's `select!` beside Node's frames.
+pub struct Reporter {
+    core: Arc<Mutex<Core>>,
+    wake: Arc<Notify>,
+    /// `None`: `loadReportIntervalMs` 0, no load reports.
+    every: Option<Duration>,
+    next_load: Instant,
+    flush_at: Option<Instant>,
+}
+
+impl Reporter {
+    /// Load reports every `load_every_ms` from now (0: none); records as `core` admits them.
+    pub fn new(core: Arc<Mutex<Core>>, load_every_ms: u64) -> Self {
+        let wake = core.lock().expect("core").reports_wake.clone();
+        let every = (load_every_ms > 0).then(|| Duration::from_millis(load_every_ms));
+        Reporter {
+            core,
+            wake,
+            every,
+            next_load: Instant::now() + every.unwrap_or(Duration::ZERO),
+            flush_at: None,
+        }
+    }
+
+    /// The next frame to send.
+    pub async fn next(&mut self) -> Message {
+        loop {
+            let load_at = self.every.map(|_| self.next_load);
+            let due = match (load_at, self.flush_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            tokio::select! {
+                _ = self.wake.notified() => {
+                    let waiting = self.core.lock().expect("core").pending_records();
+                    if waiting >= RECORDS_BATCH_MAX {
+                        return self.records();
+                    }
+                    if waiting > 0 && self.flush_at.is_none() {
+                        self.flush_at = Some(Instant::now() + Duration::from_millis(RECORDS_BATCH_MS));
+                    }
+                }
+                _ = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                    let now = Instant::now();
+                    if self.flush_at.is_some_and(|f| f <= now) {
+                        return self.records();
+                    }
+                    if let Some(every) = self.every.filter(|_| self.next_load <= now) {
+                        // A report late by more than an interval (a busy loop) is not sent twice.
+                        self.next_load = (self.next_load + every).max(now);
+                        return self.load();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The records waiting now, if any (the last frame before `drained`).
+    pub fn flush(&mut self) -> Option<Message> {
+        let records = self.core.lock().expect("core").take_records();
+        self.flush_at = None;
+        (!records.is_empty()).then_some(Message::Records(records))
+    }
+
+    fn records(&mut self) -> Message {
+        self.flush_at = None;
+        Message::Records(self.core.lock().expect("core").take_records())
+    }
+
+    fn load(&mut self) -> Message {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Message::Load(self.core.lock().expect("core").loads(now))
+    }
+}
 
 /// One app's load since the last report (`AppLoad`).
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,8 @@
 //! 2. bind `listen`, send `ready {gen, seq}`, serve (every call handed to Node in step 4);
 //! 3. `ping` → `pong` and `ask-metrics` → `metrics` throughout (before the first snapshot: no series);
 //!    state frames move `gen`/`seq` (a gap sends `resync` once, until the snapshot that answers it; a
-//!    new `gen`'s snapshot sends `ready` again);
+//!    new `gen`'s snapshot sends `ready` again); from `ready` on, `load` every `loadReportIntervalMs`
+//!    and admitted sync-call records in batches (reports.rs);
 //! 4. `drain{handover}`, then `drain{drain}` → the server's drain, up to `drainTimeoutMs`, then `drained`;
 //!    the end of the channel (Node gone) or SIGTERM → the same drain, without `drained`. Then exit 0.
 //!    SIGINT is ignored: Node, in the same process group, decides.
@@ -24,6 +25,7 @@ use crate::core::Core;
 use crate::error::ProtocolError;
 use crate::frame::DATAPLANE_MAX_FRAME_BYTES;
 use crate::message::{DrainPhase, Message, StateKind};
+use crate::reports::Reporter;
 use crate::server::Server;
 use crate::state::{self, Applied};
 
@@ -152,6 +154,8 @@ where
         seq: first.seq,
     })
     .await?;
+    // From ready on: `load` every loadReportIntervalMs, admitted records in batches (design §4, step 7).
+    let mut reporter = Reporter::new(core.clone(), config.load_report_interval_ms);
 
     // 3. serve until a drain.
     let drain_bound = Duration::from_millis(config.gateway.drain_timeout_ms);
@@ -159,6 +163,10 @@ where
         let msg = tokio::select! {
             m = rx.next() => m?,
             _ = sigterm.recv() => break false,
+            report = reporter.next() => {
+                tx.send(&report).await?;
+                continue;
+            }
         };
         match msg {
             None => break false,
@@ -209,6 +217,12 @@ where
     loop {
         tokio::select! {
             _ = &mut drained => break,
+            // Calls that end during the drain are reported too (Node's reporter stops after it).
+            report = reporter.next(), if reading => {
+                if tx.send(&report).await.is_err() {
+                    reading = false;
+                }
+            }
             m = rx.next(), if reading => match m {
                 Ok(Some(Message::Ping { id })) => tx.send(&Message::Pong { id }).await?,
                 // The calls still finishing are counted: a scrape while draining sees them.
@@ -223,7 +237,10 @@ where
         }
     }
     if tell_node {
-        // Node may be gone by now; the exit is the same.
+        // Node may be gone by now; the exit is the same. The last records first: `drained` ends the run.
+        if let Some(records) = reporter.flush() {
+            let _ = tx.send(&records).await;
+        }
         let _ = tx.send(&Message::Drained).await;
     }
     Ok(())
