@@ -163,7 +163,7 @@ test-python: deps-python
 # Node's own pool, so a full queue is not refused) and sync-calls.test.ts (records of calls the data plane
 # serves are step 7). processes.test.ts stays node-only (v1 refuses native with several processes);
 # main.test.ts starts the CLI in node mode.
-NATIVE_GATEWAY_SUITES := $(addprefix test/integration/gateway/,gateway.test.ts body-rules.test.ts \
+NATIVE_GATEWAY_SUITES := $(addprefix test/integration/gateway/,gateway.test.ts body-rules.test.ts sync-calls.test.ts \
   webhook-outage.test.ts sigkill.test.ts)
 # `apphost dev` end to end with APPHOST_GATEWAY_DATA_PLANE=native (design §6 "Local mode", §7; dev-process.ts
 # passes the binary): its custom domains are fed to the data plane and repeated calls are served by it.

@@ -10,7 +10,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
 import { createRunStore, type RunStore } from '../runs/store.ts';
-import { createSyncCallRecorder } from '../runs/sync-calls.ts';
+import { createSyncCallRecorder, type SyncCall } from '../runs/sync-calls.ts';
 import { type Clock, systemClock } from '../shared/clock.ts';
 import { RUNS_BUCKET, RUNS_STREAM, type WebhookJob } from '../shared/contracts/messaging.ts';
 import type { AppCaller, AppResolver } from '../shared/contracts/seams.ts';
@@ -78,6 +78,11 @@ export interface Gateway {
   drain(): Promise<void>;
   /** Webhook jobs of sync calls not yet taken by JetStream. */
   pendingWebhooks(): number;
+  /**
+   * Publishes the record of a sync call served elsewhere in this process and already admitted by its
+   * own rate bounds (the native data plane's `records`); skipped while NATS is away, as the gateway's own.
+   */
+  recordSyncCall(call: SyncCall): void;
   /**
    * Hands held webhook jobs to JetStream (up to `settings.webhookOutboxCloseMs`) and closes the default
    * upstream Agent (not a dispatcher passed in).
@@ -302,6 +307,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       });
     },
     pendingWebhooks: () => outbox.pending(),
+    recordSyncCall: (call) => syncCalls.recordAdmitted(call),
     async close() {
       await outbox.close(settings.webhookOutboxCloseMs);
       await ownDispatcher?.close();

@@ -171,7 +171,15 @@ export async function serveGateway(opts: {
   let handingOver = false;
   const callback = gateway.callback();
   // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket.
-  const front = native ? await native.start({ callback, ...opts.dataPlane }) : undefined;
+  const front = native
+    ? await native.start({
+        callback,
+        // The calls the data plane serves: their load as reporter `<reporter>-dp`, their records.
+        publishLoad: (apps) => reporter.publish(apps),
+        recordSyncCall: (call) => gateway.recordSyncCall(call),
+        ...opts.dataPlane,
+      })
+    : undefined;
   let server: Server;
   if (front) server = front.server;
   else {

@@ -180,7 +180,12 @@ export async function startLocalPlatform(deps: PlatformDeps): Promise<LocalPlatf
         await dispatcher.start();
         if (apiServer) platform.apiPort = await listen(apiServer, opts.port, opts.host, '--port');
         else if (native) {
-          front = await native.mode.start({ callback: gateway.callback() });
+          front = await native.mode.start({
+            callback: gateway.callback(),
+            // The calls the data plane serves: their load (reporter `<reporter>-dp`) and their records.
+            publishLoad: (apps) => reporter.publish(apps),
+            recordSyncCall: (call) => gateway.recordSyncCall(call),
+          });
           platform.checks.push(front.check);
           await dataPlaneReady(front, native.bin);
           platform.apiPort = front.port;

@@ -22,8 +22,17 @@ export interface LoadReporter {
   wake(projectId: string, appName: string, load: AppLoad): void;
   /** Starts the periodic reports. */
   start(balancer: Balancer, runsHeld?: (projectId: string, appName: string) => number): void;
+  /**
+   * Publishes a report measured elsewhere in this process, the native data plane's (design §4), as a
+   * second reporter `<reporter>-dp` with this reporter's interval: the autoscaler sums the two, as it
+   * sums any two reporters. Nothing after `stop`.
+   */
+  publish(apps: AppLoad[]): void;
   stop(): void;
 }
+
+/** The suffix of the reporter that publishes the native data plane's loads (`publish`). */
+export const DATA_PLANE_REPORTER_SUFFIX = '-dp';
 
 export function createLoadReporter(deps: {
   nc: NatsConnection;
@@ -35,6 +44,7 @@ export function createLoadReporter(deps: {
   const reporter = deps.reporter ?? randomUUID();
   const encode = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
   let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
   const publish = (subject: string, body: unknown) => {
     try {
       deps.nc.publish(subject, encode(body));
@@ -61,7 +71,14 @@ export function createLoadReporter(deps: {
       }, deps.intervalMs);
       timer.unref();
     },
+    publish(apps) {
+      if (stopped) return;
+      const dp = `${reporter}${DATA_PLANE_REPORTER_SUFFIX}`;
+      const report: LoadReport = { v: 1, reporter: dp, intervalMs: deps.intervalMs, apps };
+      publish(loadSubject(dp), report);
+    },
     stop() {
+      stopped = true;
       clearInterval(timer);
     },
   };

@@ -9,6 +9,8 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
+import type { SyncCall } from '../../runs/sync-calls.ts';
+import type { AppLoad } from '../../shared/contracts/scaling.ts';
 import type { AppResolver } from '../../shared/contracts/seams.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { MetricsSource, ReadinessCheck } from '../../shared/ops.ts';
@@ -58,13 +60,23 @@ export interface NativeMode {
   /** `cachedRunTokenVerifier`'s `onRemember`: each verified token is pushed, so the data plane serves its calls. */
   onRemember(t: RememberedToken): void;
   /** Starts the hand-off server on `callback` and the data plane (on a free port when the settings say 0). */
-  start(opts: {
-    callback: (req: IncomingMessage, res: ServerResponse) => void;
-    /** Replaces the real spawn (tests of faults the binary cannot produce). */
-    spawn?: SpawnDataPlane;
-    /** Replaces the real reader of the child's CPU and memory (/proc). */
-    usage?: ProcessUsage;
-  }): Promise<NativeFront>;
+  start(
+    opts: {
+      callback: (req: IncomingMessage, res: ServerResponse) => void;
+      /** Replaces the real spawn (tests of faults the binary cannot produce). */
+      spawn?: SpawnDataPlane;
+      /** Replaces the real reader of the child's CPU and memory (/proc). */
+      usage?: ProcessUsage;
+    } & DataPlaneReports,
+  ): Promise<NativeFront>;
+}
+
+/** Where the data plane's reports on the calls it serves go (design §4, step 7). */
+export interface DataPlaneReports {
+  /** Its `load` frames: the load reporter's `publish` (reporter `<reporter>-dp`). */
+  publishLoad?: (apps: AppLoad[]) => void;
+  /** Its admitted sync-call records: the gateway's `recordSyncCall`. */
+  recordSyncCall?: (call: SyncCall) => void;
 }
 
 export function nativeMode(opts: {
@@ -86,8 +98,9 @@ export function nativeMode(opts: {
   return {
     resolver: teeReplicas(resolver, feed.replicas),
     onRemember: (t) => feed.remember(t),
-    start: ({ callback, spawn, usage }) =>
+    start: ({ callback, spawn, usage, ...reports }) =>
       startNativeFront({
+        ...reports,
         settings,
         log,
         registry: opts.registry,
@@ -130,19 +143,21 @@ export interface NativeFront {
   metrics: MetricsSource;
 }
 
-async function startNativeFront(opts: {
-  settings: NativeSettings;
-  log: Logger;
-  registry: Registry;
-  callback: (req: IncomingMessage, res: ServerResponse) => void;
-  feed: StateFeed;
-  /** Whether the resolver reports replicas (`watchReplicas`); without, the data plane routes as `service`. */
-  replicasReported: boolean;
-  stopFeed: () => void;
-  spawn?: SpawnDataPlane;
-  /** Replaces the real reader of the child's CPU and memory (/proc). */
-  usage?: ProcessUsage;
-}): Promise<NativeFront> {
+async function startNativeFront(
+  opts: {
+    settings: NativeSettings;
+    log: Logger;
+    registry: Registry;
+    callback: (req: IncomingMessage, res: ServerResponse) => void;
+    feed: StateFeed;
+    /** Whether the resolver reports replicas (`watchReplicas`); without, the data plane routes as `service`. */
+    replicasReported: boolean;
+    stopFeed: () => void;
+    spawn?: SpawnDataPlane;
+    /** Replaces the real reader of the child's CPU and memory (/proc). */
+    usage?: ProcessUsage;
+  } & DataPlaneReports,
+): Promise<NativeFront> {
   const { settings, log } = opts;
   const path = join(settings.dir, HANDOFF_SOCKET_NAME);
   const handoff = await serveHandoff({
@@ -164,6 +179,8 @@ async function startNativeFront(opts: {
     registry: opts.registry,
     drainTimeoutMs: settings.gateway.drainTimeoutMs,
     usage: opts.usage ?? procUsage(),
+    ...(opts.publishLoad ? { onLoad: opts.publishLoad } : {}),
+    ...(opts.recordSyncCall ? { onRecords: recordsTo(opts.recordSyncCall) } : {}),
   });
   supervisor.start();
   const front: NativeFront = {
@@ -197,6 +214,13 @@ async function startNativeFront(opts: {
   };
   return front;
 }
+
+/** The `records` frame's records, each to `record`. */
+export const recordsTo =
+  (record: (call: SyncCall) => void) =>
+  (records: readonly SyncCall[]): void => {
+    for (const r of records) record(r);
+  };
 
 /** A TCP port free on `host` now. */
 async function freePort(host: string): Promise<number> {

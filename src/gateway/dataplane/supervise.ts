@@ -23,10 +23,12 @@ import {
   DATAPLANE_PROTOCOL_VERSION,
   encodeMessage,
   FrameDecoder,
+  type LoadMessage,
   type Message,
   ProtocolError,
   ProtocolErrorCode,
   parsePayload,
+  type RecordsMessage,
 } from './protocol.ts';
 
 /** Between two pings of the data plane. */
@@ -173,6 +175,10 @@ export function superviseDataPlane(opts: {
   drainTimeoutMs: number;
   /** The child's CPU and memory, read at a scrape (proc-usage.ts). */
   usage: ProcessUsage;
+  /** The data plane's `load` (every loadReportIntervalMs): the load reporter's `publish`. */
+  onLoad?: (apps: LoadMessage['apps']) => void;
+  /** Its admitted sync-call records (`records`): the gateway's `recordSyncCall`, each. */
+  onRecords?: (records: RecordsMessage['records']) => void;
   timers?: SupervisorTimers;
 }): DataPlaneSupervisor {
   const { feed, log } = opts;
@@ -302,6 +308,12 @@ export function superviseDataPlane(opts: {
       case 'metrics':
         // Checked as prom-client's JSON by the frame's schema; an answer whose question was given up is dropped.
         questions.answer(m.id, m.metrics as unknown as MetricsJson);
+        return;
+      case 'load':
+        opts.onLoad?.(m.apps);
+        return;
+      case 'records':
+        opts.onRecords?.(m.records);
         return;
       case 'hello':
         throw new ProtocolError(ProtocolErrorCode.UnexpectedMessage, 'a second hello');

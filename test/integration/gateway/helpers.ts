@@ -11,11 +11,14 @@ import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.t
 import { balancerFrame, dataPlaneConfig, gatewayFrame } from '../../../src/gateway/dataplane/config-frame.ts';
 import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
 import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
+import { recordsTo } from '../../../src/gateway/dataplane/native.ts';
 import { procUsage } from '../../../src/gateway/dataplane/proc-usage.ts';
 import type { ConfigMessage } from '../../../src/gateway/dataplane/protocol.ts';
 import { spawnDataPlane, superviseDataPlane } from '../../../src/gateway/dataplane/supervise.ts';
 import type { GatewaySettings } from '../../../src/gateway/settings.ts';
 import { cachedRunTokenVerifier, type RememberedToken } from '../../../src/gateway/token-cache.ts';
+import type { SyncCall } from '../../../src/runs/sync-calls.ts';
+import type { AppLoad } from '../../../src/shared/contracts/scaling.ts';
 import type {
   AppResolver,
   AppSink,
@@ -223,7 +226,11 @@ const FRONT_READY_TIMEOUT_MS = 20_000;
  * stops either.
  */
 export async function frontGateway(
-  gateway: { callback(): (req: IncomingMessage, res: ServerResponse) => void },
+  gateway: {
+    callback(): (req: IncomingMessage, res: ServerResponse) => void;
+    /** The gateway's: the data plane's admitted sync-call records go there, as serve.ts wires them. */
+    recordSyncCall?(call: SyncCall): void;
+  },
   opts: {
     resolver?: AppResolver;
     /** The gateway's `verifyRunToken`, made by `frontVerifier`: its verified tokens are pushed. */
@@ -233,6 +240,10 @@ export async function frontGateway(
     balancer?: BalancerSettings;
     /** This front whatever the suite's APPHOST_TEST_DATA_PLANE (a suite comparing both). */
     mode?: 'node' | 'native';
+    /** Native: where the data plane's load reports go (a load reporter's `publish`). */
+    publishLoad?: (apps: AppLoad[]) => void;
+    /** Native: the config frame's loadReportIntervalMs (APPHOST_LOAD_REPORT_INTERVAL_MS's default otherwise). */
+    loadReportIntervalMs?: number;
   } = {},
 ): Promise<{ server: Server; url: string }> {
   const mode = opts.mode ?? process.env.APPHOST_TEST_DATA_PLANE ?? 'node';
@@ -250,6 +261,9 @@ export async function frontGateway(
     APPHOST_GATEWAY_PORT: String(port),
     APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '2000',
     APPHOST_LOG_LEVEL: 'warn',
+    ...(opts.loadReportIntervalMs
+      ? { APPHOST_LOAD_REPORT_INTERVAL_MS: String(opts.loadReportIntervalMs) }
+      : {}),
   });
   const balancer = opts.balancer ?? balancerSettings(env);
   const feed = createStateFeed({
@@ -274,6 +288,8 @@ export async function frontGateway(
     registry,
     drainTimeoutMs: env.APPHOST_GATEWAY_DRAIN_TIMEOUT_MS,
     usage: procUsage(),
+    ...(opts.publishLoad ? { onLoad: opts.publishLoad } : {}),
+    ...(gateway.recordSyncCall ? { onRecords: recordsTo(gateway.recordSyncCall) } : {}),
   });
   supervisor.start();
   await waitFor(
