@@ -288,3 +288,204 @@ fn boolean(o: &Map<String, Value>, path: &str, field: &str) -> Result<bool, Prot
         .and_then(Value::as_bool)
         .ok_or_else(|| malformed(format!("{path}.{field}: not a boolean")))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::state::StateFrame;
+
+    fn core(per_app: f64, per_second: f64) -> Core {
+        let mut c = Config::example(1, "/s");
+        c.gateway.sync_records_per_app_per_second = per_app;
+        c.gateway.sync_records_per_second = per_second;
+        Core::new(&c)
+    }
+
+    fn call(id: &str) -> SyncCall {
+        SyncCall {
+            request_id: id.to_owned(),
+            project_id: "p".to_owned(),
+            app_name: "a".to_owned(),
+            path: "f".to_owned(),
+            status: 200,
+            error_code: None,
+            error_message: None,
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            aborted: false,
+            streamed: false,
+        }
+    }
+
+    /// `apphost_gateway_sync_records_skipped_total` by reason, as the data plane would report it.
+    fn skipped(core: &mut Core) -> Vec<(String, f64)> {
+        let all: Value = serde_json::from_str(&core.metrics.render_json(0, &[])).unwrap();
+        let m = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == crate::metrics::SYNC_RECORDS_SKIPPED)
+            .unwrap();
+        m["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["labels"]["reason"].as_str().unwrap().to_owned(),
+                    v["value"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_record_is_built_only_when_admitted_and_one_over_the_bounds_is_counted() {
+        let mut core = core(2.0, 100.0);
+        let built = Cell::new(0);
+        for i in 0..5 {
+            core.record("p", "a", 10_000 + i, || {
+                built.set(built.get() + 1);
+                call(&format!("c{i}"))
+            });
+        }
+        assert_eq!(built.get(), 2, "only the admitted calls build a record");
+        assert_eq!(core.pending_records(), 2);
+        assert_eq!(skipped(&mut core), [("rate".to_owned(), 3.0)]);
+        // Another second: admitted again.
+        core.record("p", "a", 11_000, || call("next"));
+        let ids: Vec<String> = core.take_records().into_iter().map(|c| c.request_id).collect();
+        assert_eq!(ids, ["c0", "c1", "next"]);
+        assert_eq!(core.pending_records(), 0);
+    }
+
+    #[test]
+    fn records_off_builds_nothing_and_counts_nothing() {
+        let mut core = core(0.0, 100.0);
+        core.record("p", "a", 1_000, || panic!("no record is built"));
+        assert_eq!(core.pending_records(), 0);
+        assert_eq!(skipped(&mut core), []);
+    }
+
+    #[test]
+    fn fractional_rates_are_the_gateways_bounds() {
+        // The gateway's `n >= 0.5` refuses the second call of a second, `total >= 2.5` the fourth.
+        let s = crate::records::SyncCallSettings::from_rates(0.5, 2.5);
+        assert_eq!((s.per_app_per_second, s.per_second), (1, 3));
+        let s = crate::records::SyncCallSettings::from_rates(-1.0, 1e12);
+        assert_eq!((s.per_app_per_second, s.per_second), (0, u32::MAX));
+    }
+
+    #[test]
+    fn waiting_records_are_bounded() {
+        let mut core = core(1e9, 1e9);
+        for i in 0..RECORDS_PENDING_MAX + 3 {
+            core.record("p", "a", 5_000, || call(&i.to_string()));
+        }
+        assert_eq!(core.pending_records(), RECORDS_PENDING_MAX);
+        assert_eq!(skipped(&mut core), [("disconnected".to_owned(), 3.0)]);
+    }
+
+    fn with_app(core: &mut Core, now: i64) {
+        let m = Message::from_payload(
+            br#"{"v":1,"type":"snapshot","gen":"g","seq":1,
+                "apps":[{"projectId":"p","appName":"a","runtime":"custom","upstream":"http://a","ready":true,
+                  "gracePeriodSeconds":30,"functions":null,
+                  "pool":{"capacity":2,"maxQueue":4,"queueTimeoutMs":1000,"coldStartTimeoutMs":1000,"retryAfterSeconds":1}}],
+                "replicas":[{"key":"p/a","replicas":[{"id":"r1","url":"http://r1"},{"id":"r2","url":"http://r2"}]}],
+                "failures":[],"domains":[],"tokens":[]}"#,
+        )
+        .unwrap();
+        let Message::State(f) = m else { panic!() };
+        core.apply(StateFrame::from_message(&f).unwrap(), now);
+    }
+
+    #[test]
+    fn loads_are_the_pools_time_averaged_level_and_leave_idle_apps_out() {
+        let mut core = core(1.0, 1.0);
+        with_app(&mut core, 1_000);
+        assert_eq!(core.loads(1_000), [], "no load yet");
+        let first = core.call_id();
+        core.acquire("p/a", first, None, 1_000).unwrap();
+        let second = core.call_id();
+        core.acquire("p/a", second, None, 1_050).unwrap();
+        // Level 1 for 50 ms, 2 for 50 ms: 1.5 on average.
+        let got = core.loads(1_100);
+        assert_eq!(
+            got,
+            [AppLoad {
+                project_id: "p".to_owned(),
+                app_name: "a".to_owned(),
+                concurrency: 1.5,
+                inflight: 2,
+                queued: 0,
+                runs: 0,
+                replicas: Some(vec![("r1".to_owned(), 1), ("r2".to_owned(), 1)]),
+            }]
+        );
+        core.release("p/a", first, 1_100);
+        core.release("p/a", second, 1_150);
+        // Level 1 for half the interval, none now: still reported, then left out.
+        let got = core.loads(1_200);
+        assert_eq!((got[0].concurrency, got[0].inflight), (0.5, 0));
+        assert_eq!(core.loads(1_300), []);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_go_in_batches_of_64_or_after_10_ms_and_load_every_interval() {
+        let core = Arc::new(Mutex::new(core(1e9, 1e9)));
+        let mut reporter = Reporter::new(core.clone(), 1_000);
+        let push = |n: usize| {
+            let mut c = core.lock().unwrap();
+            for i in 0..n {
+                c.record("p", "a", 7_000, || call(&i.to_string()));
+            }
+        };
+        // One record: sent RECORDS_BATCH_MS after it.
+        let t0 = Instant::now();
+        push(1);
+        let Message::Records(r) = reporter.next().await else {
+            panic!("records first")
+        };
+        assert_eq!(r.len(), 1);
+        assert_eq!(t0.elapsed(), Duration::from_millis(RECORDS_BATCH_MS));
+        // A full batch: at once.
+        let t1 = Instant::now();
+        push(RECORDS_BATCH_MAX);
+        let Message::Records(r) = reporter.next().await else {
+            panic!("records")
+        };
+        assert_eq!(r.len(), RECORDS_BATCH_MAX);
+        assert_eq!(t1.elapsed(), Duration::ZERO);
+        // Nothing waiting: the load report, at its interval from the start, then every interval.
+        let Message::Load(apps) = reporter.next().await else {
+            panic!("load")
+        };
+        assert_eq!(apps, []);
+        assert_eq!(t0.elapsed(), Duration::from_millis(1_000));
+        let Message::Load(_) = reporter.next().await else {
+            panic!("load")
+        };
+        assert_eq!(t0.elapsed(), Duration::from_millis(2_000));
+        assert!(reporter.flush().is_none());
+        push(2);
+        let Some(Message::Records(r)) = reporter.flush() else {
+            panic!("the last records")
+        };
+        assert_eq!(r.len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_load_reports_with_an_interval_of_0() {
+        let core = Arc::new(Mutex::new(core(1e9, 1e9)));
+        let mut reporter = Reporter::new(core, 0);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(3600), reporter.next())
+                .await
+                .is_err()
+        );
+    }
+}

@@ -18,6 +18,8 @@ use apphost_dataplane::channel::FrameReader;
 use apphost_dataplane::config::Config;
 use apphost_dataplane::frame::encode;
 use apphost_dataplane::message::Message;
+use apphost_dataplane::records::SyncCall;
+use apphost_dataplane::reports::AppLoad;
 use apphost_dataplane::tokens::digest;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -865,8 +867,13 @@ async fn ask_metrics_is_answered_with_the_calls_served_and_the_pools_now() {
         assert_eq!(res.status(), 200);
     }
     plane.send(&Message::AskMetrics { id: 17 }).await;
-    let Some(Message::Metrics { id, metrics }) = plane.next().await else {
-        panic!("a metrics answer")
+    // The calls' records (and a load report) may come first.
+    let (id, metrics) = loop {
+        match plane.next().await {
+            Some(Message::Metrics { id, metrics }) => break (id, metrics),
+            Some(Message::Records(_) | Message::Load(_)) => {}
+            other => panic!("a metrics answer, not {other:?}"),
+        }
     };
     assert_eq!(id, 17, "the asked id, echoed");
     let all: Vec<Value> = serde_json::from_str(&metrics).unwrap();
@@ -898,4 +905,99 @@ async fn ask_metrics_is_answered_with_the_calls_served_and_the_pools_now() {
     assert_eq!(apps, ["a", "c", "one", "z"]);
     assert!(inflight.as_array().unwrap().iter().all(|v| v["value"] == 0));
     assert_eq!(plane.exit().await.status.code(), Some(0));
+}
+
+/// The next `load` frame with app `a`'s load matching `want`, other loads skipped, records kept.
+async fn load_of_a(
+    plane: &mut Plane,
+    records: &mut Vec<SyncCall>,
+    want: impl Fn(Option<&AppLoad>) -> bool,
+) -> Option<AppLoad> {
+    loop {
+        match plane.next().await {
+            Some(Message::Load(apps)) => {
+                let a = apps.into_iter().find(|l| l.app_name == "a");
+                if want(a.as_ref()) {
+                    return a;
+                }
+            }
+            Some(Message::Records(rs)) => records.extend(rs),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_calls_it_serves_reach_node_as_records_and_load() {
+    let mut node = node().await;
+    let r = replica(false).await;
+    let closer = hangup().await;
+    let mut snap = snapshot(&[&r.url]);
+    snap["apps"][3] = app("z", "custom", &closer, 8, Value::Null);
+    snap["replicas"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "p/z", "replicas": [{"id": "z0", "url": closer}]}));
+    let mut plane = Plane::start(&node.socket, snap, |c| {
+        c.load_report_interval_ms = 100;
+        c.gateway.sync_records_per_app_per_second = 1_000.0;
+        c.gateway.sync_records_per_second = 1_000.0;
+    })
+    .await;
+    let mut c = caller(plane.port).await;
+    let (res, _) = call(&mut c, "POST", "/v4/p/a/echo", &[AUTH], "{}").await;
+    assert_eq!(res.status(), 200);
+    let ok = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let (res, _) = call(&mut c, "POST", "/v4/p/z/echo", &[AUTH], "").await;
+    assert_eq!(res.status(), 502);
+    let failed = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+
+    // A call held by the app: the load report counts it, on its replica.
+    let port = plane.port;
+    let held = tokio::spawn(async move {
+        let mut c = caller(port).await;
+        call(&mut c, "POST", "/v4/p/a/hold", &[AUTH], "").await
+    });
+    let mut records = Vec::new();
+    let busy = load_of_a(&mut plane, &mut records, |a| a.is_some_and(|a| a.inflight == 1))
+        .await
+        .unwrap();
+    assert!(busy.concurrency > 0.0, "{busy:?}");
+    assert_eq!((busy.project_id.as_str(), busy.queued, busy.runs), ("p", 0, 0));
+    assert_eq!(busy.replicas, Some(vec![("r0".to_owned(), 1)]));
+    r.gate.notify_one();
+    let (res, _) = held.await.unwrap();
+    assert_eq!(res.status(), 200);
+    let hold = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    // Idle again: left out of the reports.
+    load_of_a(&mut plane, &mut records, |a| a.is_none()).await;
+
+    // Every call it answered has its record (they came in the frames read so far or come now).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while records.len() < 3 && tokio::time::Instant::now() < deadline {
+        match plane.next().await {
+            Some(Message::Records(rs)) => records.extend(rs),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let of = |id: &str| records.iter().find(|r| r.request_id == id).cloned();
+    let rec = of(&ok).unwrap_or_else(|| panic!("a record of {ok}: {records:?}"));
+    assert_eq!(
+        (
+            rec.project_id.as_str(),
+            rec.app_name.as_str(),
+            rec.path.as_str(),
+            rec.status
+        ),
+        ("p", "a", "echo", 200)
+    );
+    assert_eq!((rec.error_code, rec.aborted, rec.streamed), (None, false, false));
+    assert!(rec.started_at_ms <= rec.finished_at_ms && rec.finished_at_ms <= epoch_ms());
+    let rec = of(&failed).unwrap_or_else(|| panic!("a record of {failed}: {records:?}"));
+    assert_eq!((rec.app_name.as_str(), rec.status), ("z", 502));
+    assert_eq!(rec.error_code.as_deref(), Some("upstream_unreachable"));
+    assert!(rec.error_message.is_some_and(|m| !m.is_empty()));
+    assert!(of(&hold).is_some(), "a record of {hold}: {records:?}");
+    assert!(node.seen.try_recv().is_err(), "nothing went to Node");
 }
