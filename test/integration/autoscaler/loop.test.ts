@@ -1,8 +1,8 @@
 /**
  * The autoscaler loop and the gateway's load reporter over a real NATS server (with JetStream for the
  * queued-run count): a call held at zero wakes its app at once (not at the next tick), reports from
- * two gateways add up, a gateway that stops reporting stops counting, queued async runs count, and a
- * steady load makes no scale calls.
+ * two gateways add up, a gateway that stops reporting stops counting, queued async runs count, a
+ * steady load makes no scale calls, and a gateway pod's data plane reports beside Node as `<reporter>-dp`.
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -14,6 +14,7 @@ import { createBalancer, DEFAULT_BALANCER_SETTINGS } from '../../../src/gateway/
 import { createLoadReporter } from '../../../src/gateway/balancer/reporter.ts';
 import { ensureRunsStream } from '../../../src/runs/infrastructure.ts';
 import { runSubject } from '../../../src/shared/contracts/messaging.ts';
+import { loadSubject } from '../../../src/shared/contracts/scaling.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
@@ -122,6 +123,58 @@ describe('autoscaler loop over NATS', () => {
     for (const l of leases) l.release();
     for (const g of gw) g.reporter.stop();
     await loop.stop();
+  });
+
+  it("sums a gateway pod's two reporters (Node's and its data plane's <reporter>-dp), each forgotten on its own", async () => {
+    const f = fleet([{ key: 'p/pod', scaling, readyReplicas: 1, desiredReplicas: 1 }]);
+    const settings = {
+      ...DEFAULT_AUTOSCALER_SETTINGS,
+      tickMs: 200,
+      reportTtlMs: 1_000,
+      stableWindowMs: 1_000,
+      panicWindowMs: 400,
+      runsCountTimeoutMs: 2_000,
+    };
+    const loop = createAutoscalerLoop({ nc, log: silentLogger(), settings, ...f, active: () => true });
+    await loop.start();
+    // One gateway process: its balancer holds one call (Node's own report) and its data plane reports
+    // two more through the same reporter's publish.
+    const reporter = createLoadReporter({ nc, log: silentLogger(), intervalMs: 100 });
+    const balancer = createBalancer(DEFAULT_BALANCER_SETTINGS);
+    balancer.setReplicas('p', 'pod', [{ id: 'r', url: 'http://r.invalid' }]);
+    reporter.start(balancer);
+    const lease = await balancer.pool('p', 'pod', scaling).acquire();
+    const dpLoad = { projectId: 'p', appName: 'pod', concurrency: 2, inflight: 2, queued: 0, runs: 0 };
+    const dp = setInterval(() => reporter.publish([dpLoad]), 100);
+    try {
+      await waitFor('scaled to 3 (1 + 2)', async () => f.apps()[0]?.desiredReplicas === 3, 10_000);
+      // The data plane goes silent (it died): after the ttl only Node's call counts.
+      clearInterval(dp);
+      await waitFor('down to 1', async () => f.apps()[0]?.desiredReplicas === 1, 10_000);
+      // Node's call ends, the data plane's come back: the data plane's alone count.
+      lease.release();
+      const again = setInterval(() => reporter.publish([dpLoad]), 100);
+      try {
+        await waitFor('back to 2', async () => f.apps()[0]?.desiredReplicas === 2, 10_000);
+      } finally {
+        clearInterval(again);
+      }
+      // Nothing is published for the data plane after stop.
+      reporter.stop();
+      const seen: string[] = [];
+      const sub = nc.subscribe(loadSubject(`${reporter.reporter}-dp`), {
+        callback: (_, m) => void seen.push(m.string()),
+      });
+      await nc.flush();
+      reporter.publish([dpLoad]);
+      await nc.flush();
+      sub.unsubscribe();
+      expect(seen).toEqual([]);
+    } finally {
+      clearInterval(dp);
+      reporter.stop();
+      await loop.stop();
+    }
   });
 
   it('a non-leader listens but never scales', async () => {
