@@ -86,7 +86,10 @@ export function createSyncCallReader(
   return {
     async list(projectId, appName, o) {
       const records = await read(syncCallSubject(projectId, appName ?? '*'));
+      // Read oldest first (stream order), reversed before the (stable) sort: calls started in the same
+      // ms, which the native data plane serves several of, stay newest first too.
       return records
+        .reverse()
         .filter((r) => !o.state || r.state === o.state)
         .sort(newestFirst)
         .slice(0, o.limit ?? 100);
