@@ -1,4 +1,5 @@
-//! The fast path's look-ups allocate nothing per call (state.rs, tokens.rs, metrics.rs, access_log.rs):
+//! The fast path's look-ups allocate nothing per call (state.rs, tokens.rs, metrics.rs, access_log.rs,
+//! records.rs' admission):
 //! a global allocator counts this thread's allocations around each one, after a first call has made
 //! what is kept (a new series, the last hit's copy of the token, the log buffer's room).
 
@@ -103,4 +104,23 @@ fn the_fast_path_s_look_ups_allocate_nothing() {
     log.clear();
     let (w, n) = allocations(|| log.append(&line));
     assert_eq!((w, n), (true, 0), "AccessLog::append into a buffer with room");
+}
+
+#[test]
+fn a_call_s_record_admission_allocates_nothing_once_its_app_was_seen_this_second() {
+    use apphost_dataplane::records::{SyncCallLimiter, SyncCallSettings};
+    let mut limiter = SyncCallLimiter::new(SyncCallSettings {
+        per_app_per_second: 2,
+        per_second: 200,
+    });
+    // The first call of an app in a second copies its names (kept for that second).
+    assert!(limiter.admit("acme", "hello", 5_000));
+    let (admitted, n) = allocations(|| limiter.admit("acme", "hello", 5_100));
+    assert_eq!((admitted, n), (true, 0), "admitted, within the bound");
+    let (admitted, n) = allocations(|| limiter.admit("acme", "hello", 5_200));
+    assert_eq!(
+        (admitted, n),
+        (false, 0),
+        "over the bound: what most calls under load meet"
+    );
 }
