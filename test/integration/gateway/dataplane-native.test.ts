@@ -2,15 +2,20 @@
  * The gateway process in native mode (APPHOST_GATEWAY_DATA_PLANE=native) as main.ts builds it (entry.ts:
  * a static resolver), with the real data plane binary, real NATS and the real runtime: the data plane
  * owns the port, serves a known token's call and hands the rest to Node (a custom domain's call among
- * them), /readyz includes the data plane, a killed data plane makes the pod unready until its respawn,
+ * them), the calls it serves reach the autoscaler (`<reporter>-dp`) and the runs API (records), /readyz
+ * includes the data plane, a killed data plane makes the pod unready until its respawn,
  * SIGTERM drains both and exits 0. Node mode is what every other gateway suite runs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROCESS_ANSWER_TIMEOUT_MS } from '../../../src/gateway/questions.ts';
+import { createSyncCallReader } from '../../../src/runs/sync-call-reader.ts';
+import type { RunRecord } from '../../../src/shared/contracts/messaging.ts';
+import { LOAD_SUBJECTS, type LoadReport } from '../../../src/shared/contracts/scaling.ts';
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
@@ -205,6 +210,57 @@ describe.skipIf(!!skip)(
       expect(text).toMatch(/^apphost_gateway_dataplane_cpu_seconds_total \d/m);
       expect(text).toMatch(/^process_start_time_seconds \d/m);
       expect(text).toMatch(/^process_resident_memory_bytes \d/m);
+    });
+
+    it('the calls the data plane serves reach the autoscaler as reporter <reporter>-dp and the runs API as records', async () => {
+      const nc = await connect({ servers: nats.url });
+      const reports: LoadReport[] = [];
+      const sub = nc.subscribe(LOAD_SUBJECTS, {
+        callback: (_, m) => void reports.push(m.json<LoadReport>()),
+      });
+      try {
+        const handedOff = await handoffs();
+        // Two calls held by the app for a while, and one answered at once.
+        const held = [0, 1].map(() => call({ seconds: 1 }, 'sleep'));
+        const quick = await call({ q: 1 });
+        await quick.body.dump();
+        const id = String(quick.headers['x-request-id']);
+        for (const res of await Promise.all(held)) {
+          expect(res.statusCode).toBe(200);
+          await res.body.dump();
+        }
+        expect(await handoffs(), 'served in Rust').toEqual(handedOff);
+        // serve.ts passes the data plane's load to its reporter's publish: a second reporter, `<id>-dp`.
+        const busy = (r: LoadReport) => r.apps.some((a) => a.appName === 'hello' && a.concurrency > 0);
+        await waitFor(
+          'a -dp report with the calls',
+          async () => reports.some((r) => r.reporter.endsWith('-dp') && busy(r)),
+          10_000,
+        );
+        const dp = reports.find((r) => r.reporter.endsWith('-dp') && busy(r)) as LoadReport;
+        expect(reports.map((r) => r.reporter)).toContain(dp.reporter.slice(0, -'-dp'.length));
+        // And the gateway's recorder publishes the data plane's record of the quick call.
+        const reader = createSyncCallReader(nc, { timeoutMs: 5_000 });
+        let record: RunRecord | undefined;
+        await waitFor(
+          'its sync-call record',
+          async () => {
+            record = await reader.get(P, 'hello', id);
+            return record !== undefined;
+          },
+          10_000,
+        );
+        expect(record).toMatchObject({
+          mode: 'sync',
+          runId: id,
+          path: 'echo',
+          state: 'success',
+          responseStatus: 200,
+        });
+      } finally {
+        sub.unsubscribe();
+        await nc.close();
+      }
     });
 
     it('a scrape while the data plane is stopped (SIGSTOP) answers within PROCESS_ANSWER_TIMEOUT_MS and lowers no counter (its last answer kept)', async () => {
