@@ -54,7 +54,8 @@ struct Replica {
 struct Waiter {
     call: CallId,
     deadline: i64,
-    /// When it started waiting: `queue_timeout`'s message says how long it waited.
+    /// When it started waiting (for a requeued call, `queue_timeout_ms` before its deadline):
+    /// `queue_timeout`'s message says how long it waited.
     since: i64,
     /// Its timer: due time and creation order (timers due at the same time run in that order).
     due: i64,
@@ -196,7 +197,12 @@ impl Pool {
         let w = Waiter {
             call,
             deadline,
-            since: now,
+            // A requeued call's deadline was set `queue_timeout_ms` after it first had to wait.
+            since: if requeue.is_some() {
+                deadline - self.s.queue_timeout_ms as i64
+            } else {
+                now
+            },
             due: deadline.max(now),
             seq: self.seq,
         };

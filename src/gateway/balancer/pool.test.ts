@@ -130,6 +130,26 @@ describe('AppPool bounds', () => {
     expect(pool.queued).toBe(0);
   });
 
+  it('a requeued call that times out names the queue wait bound, not the time it had left', async () => {
+    // A call handed over by the native data plane (or refused by a replica) comes back with the deadline
+    // it was given queueTimeoutMs after it first waited: here 50 ms are left of the 1 s bound.
+    const pool = new AppPool('p/a', settings());
+    pool.setReplicas(replicas('r1'));
+    await pool.acquire();
+    const waiting = rejection(pool.acquire({ requeue: { deadline: Date.now() + 50 } }));
+    await vi.advanceTimersByTimeAsync(50);
+    const err = await waiting;
+    expect([err.code, err.message]).toEqual([
+      'queue_timeout',
+      'no replica of app "p/a" had a free slot within 1 s; retry later',
+    ]);
+    // With no replica (handed over as the app's replicas went to zero): the cold start's words, same bound.
+    pool.setReplicas([]);
+    const cold = rejection(pool.acquire({ requeue: { deadline: Date.now() + 50 } }));
+    await vi.advanceTimersByTimeAsync(50);
+    expect((await cold).message).toBe('app "p/a" had no ready replica within 1 s; retry later');
+  });
+
   it('a caller that goes away leaves the queue', async () => {
     const pool = new AppPool('p/a', settings());
     pool.setReplicas(replicas('r1'));

@@ -156,6 +156,10 @@ export class AppPool {
     const now = this.#now();
     const cold = this.#replicas.length === 0;
     const deadline = requeue?.deadline ?? now + (cold ? this.#s.coldStartTimeoutMs : this.#s.queueTimeoutMs);
+    // The wait a timeout names. A requeued call (refused by a replica, or handed over by the native data
+    // plane) was given its deadline queueTimeoutMs after it first had to wait: that is its wait, not the
+    // time left when it came back (which said "within 0 s").
+    const waited = requeue ? this.#s.queueTimeoutMs : deadline - now;
     const lease = await new Promise<Lease>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const done = () => {
@@ -187,7 +191,7 @@ export class AppPool {
       signal?.addEventListener('abort', onAbort, { once: true });
       timer = setTimeout(
         () => {
-          if (leave()) w.fail(this.#reject(this.#timedOut(deadline - now)));
+          if (leave()) w.fail(this.#reject(this.#timedOut(waited)));
         },
         Math.max(0, deadline - now),
       );
