@@ -5,10 +5,16 @@
 //! errors after dispatch (502 `upstream_unreachable`, 504 `upstream_timeout`, a refused call's `gaveUp`);
 //! every earlier refusal is Node's.
 //!
-//! A replica that refuses a call (`X-Apphost-Refused`, or a connection that was never made) is skipped for
-//! its block period and the call tries another (place.rs), up to `maxRetries`; with no free slot left the
-//! call goes to Node's queue with the deadline it had (reason `no_slot`). The slot is held until the
-//! answer's body ends; then the access line and the metrics are written (core.rs).
+//! A call that finds no free slot waits in its app's queue (core.rs, pool.rs): up to `queueTimeoutMs`
+//! (503 `queue_timeout`), with at most `maxQueue` waiting (503 `queue_full` at once). A replica that
+//! refuses a call (`X-Apphost-Refused`, or a connection that was never made) is skipped for its block
+//! period and the call waits again at the head of the queue (place.rs), up to `maxRetries` and the
+//! deadline set at the first refusal. When the app's replicas drop to zero under waiting calls, each goes
+//! to Node with its deadline (reason `no_replica`), where Node's pool holds it (cold start) no longer.
+//! The slot is held until the answer's body ends; then the access line and the metrics are written
+//! (core.rs). A caller that goes away before the answer's head leaves the queue (or gives its slot back)
+//! and gets the line Node writes then: status 404 (the gateway's status until an answer is set),
+//! `aborted: true`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,11 +28,12 @@ use crate::access_log::{AccessLine, duration_ms};
 use crate::answer::{self, SMALL_RESPONSE_BYTES, undici_head};
 use crate::auth::bearer_token;
 use crate::body;
-use crate::core::{Core, NoSlot};
+use crate::core::{Acquired, Core, Slot};
 use crate::domain::{DomainHost, domain_host};
 use crate::errors::{ApiError, Refusal};
 use crate::handoff::{AnswerBody, CallBody, Handoff, IdleBody, Reason, error_response};
 use crate::place::{Next, Placement};
+use crate::pool::Outcome;
 use crate::query::{forward_query, gateway_params};
 use crate::records::SyncCall;
 use crate::refused::{REFUSED_HEADER, refusal_of};
@@ -70,14 +77,77 @@ struct Call<'a> {
     start_ms: u64,
 }
 
+/// A call of a resolved app with no answer yet: if its future is dropped now (the caller went away while
+/// its body was read, while it waited for a slot or for the app's head), the access line and the metrics
+/// are written as the gateway writes them at the response's `close` then: status 404 (CallContext's
+/// status until an answer is set), no code, mode `sync`, `aborted: true`. Disarmed where the call is
+/// handed to Node (Node logs it) or gets an answer (its end logs it).
+struct Unanswered<'a> {
+    core: &'a Arc<Mutex<Core>>,
+    id: &'a str,
+    start_ms: u64,
+    project: String,
+    app: String,
+    /// The path after the app (the record's `path`).
+    path: String,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let now = epoch_ms();
+        let start_ms = self.start_ms as i64;
+        let Ok(mut core) = self.core.lock() else {
+            return;
+        };
+        let seconds = (now - start_ms).max(0) as f64 / 1000.0;
+        core.metrics
+            .call(&self.project, &self.app, "sync", NO_ANSWER_STATUS, seconds);
+        // The gateway's record of it too (access.done: the status then, aborted), when admitted.
+        core.record(&self.project, &self.app, now, || SyncCall {
+            request_id: self.id.to_owned(),
+            project_id: self.project.clone(),
+            app_name: self.app.clone(),
+            path: self.path.clone(),
+            status: NO_ANSWER_STATUS,
+            error_code: None,
+            error_message: None,
+            started_at_ms: start_ms.max(0) as u64,
+            finished_at_ms: now.max(0) as u64,
+            aborted: true,
+            streamed: false,
+        });
+        let flush = core.log(&AccessLine {
+            time_ms: now,
+            request_id: self.id,
+            method: "POST",
+            status: NO_ANSWER_STATUS,
+            code: None,
+            duration_ms: duration_ms(start_ms, now),
+            aborted: true,
+            mode: "sync",
+            project: Some(&self.project),
+            app: Some(&self.app),
+        });
+        drop(core);
+        if flush {
+            schedule_flush(self.core.clone());
+        }
+    }
+}
+
+/// The status the gateway's access line has for a call with no answer set (CallContext's constructor).
+const NO_ANSWER_STATUS: u16 = 404;
+
 /// Where a call goes after the walk before dispatch.
-enum Walked {
+enum Walked<'a> {
     Serve {
         parts: hyper::http::request::Parts,
         body: Bytes,
-        project: String,
-        app: String,
-        path: String,
+        gone: Unanswered<'a>,
     },
     HandOff {
         parts: hyper::http::request::Parts,
@@ -98,23 +168,25 @@ impl FastPath {
         start_ms: u64,
     ) -> Response<AnswerBody> {
         let c = Call { id, start_ms };
-        match self.walk(req).await {
+        match self.walk(req, &c).await {
             Walked::HandOff { parts, body, reason } => {
                 handoff.hand_off(parts, body, id, start_ms, reason, None).await
             }
             Walked::Serve {
                 parts,
                 body,
-                project,
-                app,
-                path,
-            } => self.serve(handoff, &c, parts, body, project, app, path).await,
+                mut gone,
+            } => {
+                let res = self.serve(handoff, &c, parts, body, &mut gone).await;
+                gone.armed = false;
+                res
+            }
             Walked::Answer(res) => res,
         }
     }
 
     /// Design §2's order up to the dispatch.
-    async fn walk(&self, req: Request<Incoming>) -> Walked {
+    async fn walk<'a>(&'a self, req: Request<Incoming>, c: &Call<'a>) -> Walked<'a> {
         let (parts, incoming) = req.into_parts();
         let off = |parts, body, reason| Walked::HandOff { parts, body, reason };
         // Custom domain: a mapped (or unusual) host is Node's until step 7.
@@ -187,6 +259,16 @@ impl FastPath {
         if declared.is_some_and(|n| n > limit) {
             return off(parts, CallBody::stream(incoming), Reason::BodyOverLimit);
         }
+        // From here the gateway has the app: a caller gone now gets its access line (Unanswered).
+        let mut gone = Unanswered {
+            core: &self.core,
+            id: c.id,
+            start_ms: c.start_ms,
+            project: target.project_id,
+            app: target.app_name,
+            path: target.path,
+            armed: true,
+        };
         let mut incoming = incoming;
         let mut read: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0) as usize);
         let mut first: Option<Bytes> = None;
@@ -204,6 +286,7 @@ impl FastPath {
                 Some(Ok(f)) => f,
                 // The caller's body broke: Node meets the same break (and answers as it does).
                 Some(Err(_)) => {
+                    gone.armed = false;
                     let got = take_read(first, read);
                     return off(parts, CallBody::prefixed(got, incoming), Reason::NotServed);
                 }
@@ -219,21 +302,17 @@ impl FastPath {
                 read.extend_from_slice(&data);
             }
             if total as u64 > limit {
+                gone.armed = false;
                 let got = take_read(first, read);
                 return off(parts, CallBody::prefixed(got, incoming), Reason::BodyOverLimit);
             }
         }
         let body = take_read(first, read);
         if runtime == Runtime::Cortex && !body::accepts(&body) {
+            gone.armed = false;
             return off(parts, CallBody::whole(body), Reason::RefusedCheck);
         }
-        Walked::Serve {
-            parts,
-            body,
-            project: target.project_id,
-            app: target.app_name,
-            path: target.path,
-        }
+        Walked::Serve { parts, body, gone }
     }
 
     /// Places the call on a replica (retrying refusals elsewhere) and answers with the app's answer.
@@ -244,10 +323,9 @@ impl FastPath {
         c: &Call<'_>,
         parts: hyper::http::request::Parts,
         body: Bytes,
-        project: String,
-        app: String,
-        path: String,
+        gone: &mut Unanswered<'_>,
     ) -> Response<AnswerBody> {
+        let (project, app) = (gone.project.clone(), gone.app.clone());
         let key = format!("{project}/{app}");
         let query = forward_query(parts.uri.query().unwrap_or(""));
         let mut placement = Placement::new();
@@ -258,34 +336,74 @@ impl FastPath {
             key,
             call,
             armed: false,
+            waiting: None,
         };
         loop {
             let now = epoch_ms();
-            let slot = self
+            let acquired = self
                 .core
                 .lock()
                 .expect("core")
                 .acquire(&held.key, call, requeue, now);
-            let slot = match slot {
+            let granted = match acquired {
+                Acquired::Slot(s) => Ok(s),
+                Acquired::Refused(error) => Err(Ok(error)),
+                Acquired::HandOff(deadline) => Err(Err(deadline)),
+                Acquired::Wait(rx) => {
+                    // In the queue until a slot, a refusal or a hand-off comes (the pool's timers, run
+                    // by core::drive, bound the wait); dropped here, Held takes the call out.
+                    let waiting = held.waiting.insert(rx);
+                    let got = waiting.await;
+                    held.waiting = None;
+                    match got {
+                        Ok(Outcome::Granted { url, .. }) => Ok(Slot { call, url }),
+                        Ok(Outcome::Refused { error, .. }) => Err(Ok(error)),
+                        Ok(Outcome::HandOff { deadline, .. }) => Err(Err(deadline)),
+                        // Not sent (not reached: every waiting call gets an outcome): Node decides.
+                        Err(_) => Err(Err(requeue)),
+                    }
+                }
+            };
+            let slot = match granted {
                 Ok(s) => {
                     held.armed = true;
                     s
                 }
-                Err(why) => {
-                    let reason = match why {
-                        NoSlot::NoReplica => Reason::NoReplica,
-                        NoSlot::Full => Reason::NoSlot,
-                    };
-                    let deadline = requeue.map(|d| d.max(0) as u64);
+                // `queue_full`, `queue_timeout`.
+                Err(Ok(error)) => {
+                    return self.fail(
+                        c,
+                        &held.key,
+                        call,
+                        &project,
+                        &app,
+                        gone.path.clone(),
+                        error,
+                        false,
+                    );
+                }
+                Err(Err(deadline)) => {
+                    // No ready replica (now, or since the call started waiting): Node's pool holds it
+                    // (cold start), no later than the deadline it had.
+                    gone.armed = false;
+                    let deadline = deadline.map(|d| d.max(0) as u64);
                     return handoff
-                        .hand_off(parts, CallBody::whole(body), c.id, c.start_ms, reason, deadline)
+                        .hand_off(
+                            parts,
+                            CallBody::whole(body),
+                            c.id,
+                            c.start_ms,
+                            Reason::NoReplica,
+                            deadline,
+                        )
                         .await;
                 }
             };
-            let Some(req) = build_request(&slot.url, &path, &query, &parts.headers, c.id, body.clone())
+            let Some(req) = build_request(&slot.url, &gone.path, &query, &parts.headers, c.id, body.clone())
             else {
                 // A URL or header the client cannot write: Node's undici decides.
                 held.armed = false;
+                gone.armed = false;
                 self.core
                     .lock()
                     .expect("core")
@@ -306,12 +424,30 @@ impl FastPath {
                 Err(_) => {
                     let f = crate::upstream_failure::UpstreamFailure::HeadTimeout;
                     held.armed = false;
-                    return self.fail(c, &held.key, call, &project, &app, path, f.error(), true);
+                    return self.fail(
+                        c,
+                        &held.key,
+                        call,
+                        &project,
+                        &app,
+                        gone.path.clone(),
+                        f.error(),
+                        true,
+                    );
                 }
                 Ok(Err(f)) if f.not_connected() => (Refusal::Unreachable, Some(f.reason())),
                 Ok(Err(f)) => {
                     held.armed = false;
-                    return self.fail(c, &held.key, call, &project, &app, path, f.error(), true);
+                    return self.fail(
+                        c,
+                        &held.key,
+                        call,
+                        &project,
+                        &app,
+                        gone.path.clone(),
+                        f.error(),
+                        true,
+                    );
                 }
                 Ok(Ok(res)) => {
                     let refused = refusal_of(
@@ -319,7 +455,7 @@ impl FastPath {
                         res.headers().get(REFUSED_HEADER).map(HeaderValue::as_bytes),
                     );
                     match refused {
-                        None => return self.answer(c, held, project, app, path, res).await,
+                        None => return self.answer(c, held, project, app, &mut gone.path, res).await,
                         Some(r) => (r, None),
                     }
                 }
@@ -330,7 +466,7 @@ impl FastPath {
             let mut core = self.core.lock().expect("core");
             core.metrics.refused(&project, &app, refusal.as_str());
             let settings = core.place;
-            match placement.refused(&app, refusal, detail, now, &settings) {
+            match placement.refused(&held.key, refusal, detail, now, &settings) {
                 Next::Retry {
                     block_ms,
                     requeue_deadline,
@@ -341,7 +477,16 @@ impl FastPath {
                 Next::GiveUp { block_ms, error } => {
                     core.refuse(&held.key, call, block_ms, now);
                     drop(core);
-                    return self.fail(c, &held.key, call, &project, &app, path, error, false);
+                    return self.fail(
+                        c,
+                        &held.key,
+                        call,
+                        &project,
+                        &app,
+                        gone.path.clone(),
+                        error,
+                        false,
+                    );
                 }
             }
         }
@@ -444,7 +589,8 @@ impl FastPath {
         mut held: Held<'_>,
         project: String,
         app: String,
-        path: String,
+        // The caller's Unanswered's: taken only once the answer is made (gone meanwhile, its record has it).
+        path: &mut String,
         res: Response<Incoming>,
     ) -> Response<AnswerBody> {
         let (parts, incoming) = res.into_parts();
@@ -457,7 +603,16 @@ impl FastPath {
                 Err(e) => {
                     let f = body_failure_of(e.as_ref());
                     held.armed = false;
-                    return self.fail(c, &held.key, held.call, &project, &app, path, f.error(), true);
+                    return self.fail(
+                        c,
+                        &held.key,
+                        held.call,
+                        &project,
+                        &app,
+                        path.clone(),
+                        f.error(),
+                        true,
+                    );
                 }
             };
             let a = answer::answer(status, &head, Some(whole.len()), c.id);
@@ -488,7 +643,11 @@ impl FastPath {
         let done = self.done(
             c,
             Some((std::mem::take(&mut held.key), held.call)),
-            Names { project, app, path },
+            Names {
+                project,
+                app,
+                path: std::mem::take(path),
+            },
             status,
             None,
             mode,
@@ -514,14 +673,23 @@ struct Held<'a> {
     key: String,
     call: u64,
     armed: bool,
+    /// The call waits in the queue: dropped now, it leaves the queue (or gives back a slot just granted).
+    waiting: Option<tokio::sync::oneshot::Receiver<Outcome>>,
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            // Never poisoned in practice; a poisoned lock is left alone rather than panicking in drop.
-            if let Ok(mut core) = self.core.lock() {
-                core.release(&self.key, self.call, epoch_ms());
+        if !self.armed && self.waiting.is_none() {
+            return;
+        }
+        // Never poisoned in practice; a poisoned lock is left alone rather than panicking in drop.
+        if let Ok(mut core) = self.core.lock() {
+            let now = epoch_ms();
+            if let Some(mut rx) = self.waiting.take() {
+                core.leave(&self.key, self.call, &mut rx, now);
+            }
+            if self.armed {
+                core.release(&self.key, self.call, now);
             }
         }
     }

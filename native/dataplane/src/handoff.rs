@@ -58,10 +58,9 @@ pub enum Reason {
     Webhook,
     /// No bearer token, or one the verified tokens do not hold for this project.
     TokenMiss,
-    /// The app has no ready replica (cold start, wake, start failure are Node's).
+    /// The app has no ready replica (cold start, wake, start failure are Node's), or its replicas went to
+    /// zero while the call waited in the queue (it carries its deadline).
     NoReplica,
-    /// Every ready replica is at its concurrency: the queue is Node's until step 6.
-    NoSlot,
     /// The body check is not sure (Node's full check decides and writes the 400).
     RefusedCheck,
     /// The body is over `maxBodyBytes` (Node writes the 413).
@@ -82,7 +81,6 @@ impl Reason {
             Reason::Webhook => "webhook",
             Reason::TokenMiss => "token_miss",
             Reason::NoReplica => "no_replica",
-            Reason::NoSlot => "no_slot",
             Reason::RefusedCheck => "refused_check",
             Reason::BodyOverLimit => "body_over_limit",
             Reason::UnknownApp => "unknown_app",

@@ -409,9 +409,15 @@ mod tests {
         with_app(&mut core, 1_000);
         assert_eq!(core.loads(1_000), [], "no load yet");
         let first = core.call_id();
-        core.acquire("p/a", first, None, 1_000).unwrap();
+        assert!(matches!(
+            core.acquire("p/a", first, None, 1_000),
+            crate::core::Acquired::Slot(_)
+        ));
         let second = core.call_id();
-        core.acquire("p/a", second, None, 1_050).unwrap();
+        assert!(matches!(
+            core.acquire("p/a", second, None, 1_050),
+            crate::core::Acquired::Slot(_)
+        ));
         // Level 1 for 50 ms, 2 for 50 ms: 1.5 on average.
         let got = core.loads(1_100);
         assert_eq!(

@@ -75,6 +75,8 @@ impl Server {
         let listener = TcpListener::bind((config.listen.host.as_str(), config.listen.port)).await?;
         let port = listener.local_addr()?.port();
         let g = &config.gateway;
+        // The pools' timers (queue deadlines, blocked replicas' ends), for as long as the process runs.
+        tokio::spawn(crate::core::drive(core.clone()));
         let shared = Arc::new(Shared {
             handoff: Handoff::new(
                 &config.handoff_socket,

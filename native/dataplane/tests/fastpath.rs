@@ -582,19 +582,19 @@ async fn every_other_call_reaches_node_with_its_reason() {
     assert_eq!(reason_of(&s), "body_over_limit");
     assert_eq!(s.body, long);
 
-    // A full app (capacity 1, one call held): no_slot.
+    // A full app (capacity 1, one call held): the call waits in the data plane's queue (step 6), not
+    // Node's, and is served here once the held answer ends.
     let mut held = caller(plane.port).await;
     let hold = tokio::spawn(async move { call(&mut held, "POST", "/v4/p/one/hold", &[AUTH], "").await });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (res, _) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "").await;
-    assert_eq!(res.status(), 201);
-    assert_eq!(reason_of(&recv(&mut node.seen).await), "no_slot");
+    let waiting = spawn_call(plane.port, "/v4/p/one/echo", "w");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "waiting");
     r.gate.notify_one();
     let (res, body) = hold.await.unwrap();
     assert_eq!((res.status().as_u16(), body.as_str()), (200, "held"));
-    // Its slot is free again once the answer ended: served here.
-    let (res, _) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "").await;
-    assert_eq!(res.status(), 200);
+    let (res, body) = waiting.await.unwrap();
+    assert_eq!((res.status().as_u16(), body.as_str()), (200, "app:w"));
     assert!(node.seen.try_recv().is_err());
     // A token pushed later is served from then on (the channel loop applies token frames).
     let late = "tok-late";
@@ -904,6 +904,205 @@ async fn ask_metrics_is_answered_with_the_calls_served_and_the_pools_now() {
         .collect();
     assert_eq!(apps, ["a", "c", "one", "z"]);
     assert!(inflight.as_array().unwrap().iter().all(|v| v["value"] == 0));
+}
+
+/// The state with app `one` (capacity 1) given a queue of `max_queue` calls waiting `queue_ms` at most.
+fn queued_snapshot(replica: &str, max_queue: u64, queue_ms: u64) -> Value {
+    let mut snap = snapshot(&[replica]);
+    snap["apps"][2]["pool"]["maxQueue"] = json!(max_queue);
+    snap["apps"][2]["pool"]["queueTimeoutMs"] = json!(queue_ms);
+    snap
+}
+
+/// A call on its own connection, as a task.
+fn spawn_call(
+    port: u16,
+    path: &'static str,
+    body: &'static str,
+) -> tokio::task::JoinHandle<(Response<()>, String)> {
+    tokio::spawn(async move {
+        let mut c = caller(port).await;
+        call(&mut c, "POST", path, &[AUTH], body).await
+    })
+}
+
+fn error_of(body: &str) -> Value {
+    serde_json::from_str::<Value>(body).unwrap()["error"].clone()
+}
+
+#[tokio::test]
+async fn a_full_app_queues_calls_in_order_refuses_over_max_queue_and_times_waiters_out() {
+    let mut node = node().await;
+    let mut r = replica(false).await;
+    let plane = Plane::start(&node.socket, queued_snapshot(&r.url, 1, 400), |_| {}).await;
+    // The one slot held, one call waiting: a third is refused at once (queue_full), as AppPool does.
+    let held = spawn_call(plane.port, "/v4/p/one/hold", "h");
+    assert_eq!(recv(&mut r.seen).await.uri, "/hold");
+    let queued = spawn_call(plane.port, "/v4/p/one/echo", "q");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // (Refused, not queued: a queued call would get queue_timeout.)
+    let mut c = caller(plane.port).await;
+    let (res, body) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "x").await;
+    assert_eq!(res.status(), 503, "{body}");
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_eq!(
+        error_of(&body),
+        json!({"code": "queue_full", "message": "app \"p/one\" has 1 calls waiting for a free replica (the limit); retry later", "queued": 1})
+    );
+    // The slot freed: the waiting call gets it (served by the app, not Node).
+    r.gate.notify_one();
+    assert_eq!(held.await.unwrap().1, "held");
+    let (res, body) = queued.await.unwrap();
+    assert_eq!((res.status().as_u16(), body.as_str()), (200, "app:q"));
+    // A waiting call whose slot never frees: 503 queue_timeout at queueTimeoutMs, Node's words.
+    let held = spawn_call(plane.port, "/v4/p/one/hold", "h");
+    while recv(&mut r.seen).await.uri != "/hold" {}
+    let started = std::time::Instant::now();
+    let (res, body) = call(&mut c, "POST", "/v4/p/one/echo", &[AUTH], "late").await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(390) && waited < Duration::from_millis(1_500),
+        "{waited:?}"
+    );
+    assert_eq!(res.status(), 503, "{body}");
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_eq!(
+        error_of(&body),
+        json!({"code": "queue_timeout", "message": "no replica of app \"p/one\" had a free slot within 0.4 s; retry later"})
+    );
+    r.gate.notify_one();
+    held.await.unwrap();
+    assert!(node.seen.try_recv().is_err(), "nothing went to Node");
+    let out = plane.exit().await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let codes: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l.get("code").cloned())
+        .collect();
+    assert_eq!(codes, [json!("queue_full"), json!("queue_timeout")], "{stdout}");
+}
+
+#[tokio::test]
+async fn a_queued_caller_that_goes_away_leaves_the_queue_and_gets_its_access_line() {
+    let mut node = node().await;
+    let mut r = replica(false).await;
+    let mut plane = Plane::start(&node.socket, queued_snapshot(&r.url, 1, 5_000), |_| {}).await;
+    let held = spawn_call(plane.port, "/v4/p/one/hold", "h");
+    assert_eq!(recv(&mut r.seen).await.uri, "/hold");
+    // A caller waits in the queue of one, then hangs up.
+    let mut gone = TcpStream::connect(("127.0.0.1", plane.port)).await.unwrap();
+    gone.write_all(
+        format!(
+            "POST /v4/p/one/echo HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {TOKEN}\r\ncontent-length: 4\r\n\r\ngone"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(gone);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Its place is free at once: the next call waits (not queue_full), and gets the slot when it frees.
+    let next = spawn_call(plane.port, "/v4/p/one/echo", "next");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!next.is_finished(), "waiting, not refused");
+    r.gate.notify_one();
+    held.await.unwrap();
+    let (res, body) = next.await.unwrap();
+    assert_eq!((res.status().as_u16(), body.as_str()), (200, "app:next"));
+    // The app saw the held call and the next one only: nothing was granted to the caller that left.
+    assert_eq!(recv(&mut r.seen).await.body, "next");
+    assert!(r.seen.try_recv().is_err());
+    assert!(node.seen.try_recv().is_err(), "nothing went to Node");
+    // Its sync-call record too, as the gateway's access.done writes it then.
+    let mut records = Vec::new();
+    let by = std::time::Instant::now() + WAIT;
+    while records.len() < 3 {
+        assert!(std::time::Instant::now() < by, "three records: {records:?}");
+        if let Some(Message::Records(rs)) = plane.next().await {
+            records.extend(rs);
+        }
+    }
+    let gone: Vec<_> = records.iter().filter(|r| r.aborted).collect();
+    assert_eq!(gone.len(), 1, "{records:?}");
+    assert_eq!(
+        (
+            gone[0].status,
+            gone[0].app_name.as_str(),
+            gone[0].path.as_str(),
+            gone[0].error_code.as_deref()
+        ),
+        (404, "one", "echo", None)
+    );
+    let out = plane.exit().await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["msg"] == "request")
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let aborted: Vec<&Value> = lines.iter().filter(|l| l["aborted"] == true).collect();
+    assert_eq!(aborted.len(), 1, "{stdout}");
+    let l = aborted[0];
+    assert_eq!(
+        (
+            &l["status"],
+            &l["level"],
+            &l["mode"],
+            &l["project"],
+            &l["app"],
+            l.get("code")
+        ),
+        (
+            &json!(404),
+            &json!(40),
+            &json!("sync"),
+            &json!("p"),
+            &json!("one"),
+            None
+        ),
+        "{l}"
+    );
+}
+
+#[tokio::test]
+async fn waiting_calls_go_to_node_with_their_deadline_when_the_replicas_go() {
+    let mut node = node().await;
+    let mut r = replica(false).await;
+    let mut plane = Plane::start(&node.socket, queued_snapshot(&r.url, 4, 2_000), |_| {}).await;
+    let held = spawn_call(plane.port, "/v4/p/one/hold", "h");
+    assert_eq!(recv(&mut r.seen).await.uri, "/hold");
+    let queued_at = epoch_ms();
+    let waiting = spawn_call(plane.port, "/v4/p/one/echo", "w");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(node.seen.try_recv().is_err(), "still waiting here");
+    // The app's replicas drop to zero: the waiting call goes to Node at once, its deadline with it.
+    plane
+        .send_json(json!({"v": 1, "type": "replicas", "gen": "g1", "seq": 2, "key": "p/one", "replicas": []}))
+        .await;
+    let (res, body) = tokio::time::timeout(Duration::from_millis(1_000), waiting)
+        .await
+        .expect("handed over at once")
+        .unwrap();
+    assert_eq!((res.status().as_u16(), body.as_str()), (201, "node:w"));
+    let seen = recv(&mut node.seen).await;
+    assert_eq!(reason_of(&seen), "no_replica");
+    let marker = seen.headers["x-apphost-handoff"].to_str().unwrap().to_owned();
+    let deadline: u64 = marker
+        .split("; ")
+        .find_map(|f| f.strip_prefix("deadline="))
+        .unwrap_or_else(|| panic!("a deadline: {marker}"))
+        .parse()
+        .unwrap();
+    assert!(
+        (queued_at + 2_000..queued_at + 2_200).contains(&deadline),
+        "queueTimeoutMs after it started waiting: {deadline} vs {queued_at}"
+    );
+    // The call in flight finishes on its replica.
+    r.gate.notify_one();
+    assert_eq!(held.await.unwrap().1, "held");
     assert_eq!(plane.exit().await.status.code(), Some(0));
 }
 

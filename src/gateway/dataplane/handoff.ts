@@ -29,9 +29,8 @@ export const HANDOFF_REASONS = [
   'async',
   'webhook',
   'token_miss',
+  /** The app has no ready replica, or its replicas went to zero while the call waited in the data plane's queue. */
   'no_replica',
-  /** Step 5: every ready replica is at its capacity; the queue stays Node's until step 6. */
-  'no_slot',
   'refused_check',
   'body_over_limit',
   'unknown_app',
