@@ -159,12 +159,11 @@ test-python: deps-python
 
 # The gateway suites that serve through frontGateway / entry.ts, run again with the native data plane in
 # front (design §7; their setup builds it with make build-native; repeated calls of a token are served by
-# the data plane's fast path). Not yet: balancing.test.ts (the queue is step 6: a full app's call goes to
-# Node's own pool, so a full queue is not refused) and sync-calls.test.ts (records of calls the data plane
-# serves are step 7). processes.test.ts stays node-only (v1 refuses native with several processes);
-# main.test.ts starts the CLI in node mode.
+# the data plane's fast path; balancing.test.ts's full app waits in the data plane's queue, step 6;
+# sync-calls.test.ts's records come from it, step 7). processes.test.ts stays node-only (v1 refuses native
+# with several processes); main.test.ts starts the CLI in node mode.
 NATIVE_GATEWAY_SUITES := $(addprefix test/integration/gateway/,gateway.test.ts body-rules.test.ts sync-calls.test.ts \
-  webhook-outage.test.ts sigkill.test.ts)
+  webhook-outage.test.ts sigkill.test.ts balancing.test.ts)
 # `apphost dev` end to end with APPHOST_GATEWAY_DATA_PLANE=native (design §6 "Local mode", §7; dev-process.ts
 # passes the binary): its custom domains are fed to the data plane and repeated calls are served by it.
 NATIVE_LOCAL_SUITES := test/e2e/local-mode.test.ts test/e2e/local-scaling.test.ts

@@ -58,6 +58,7 @@ const resolver = replicaResolver([
   app('two', { replicaConcurrency: 1, maxReplicas: 2 }),
   app('shared', { replicaConcurrency: 1, maxReplicas: 1 }),
   app('tiny', { replicaConcurrency: 1, maxReplicas: 1 }),
+  app('vanish', { replicaConcurrency: 1, maxReplicas: 1 }),
   app('drain', { replicaConcurrency: 4, maxReplicas: 2 }),
 ]);
 
@@ -173,6 +174,11 @@ describe('replicaConcurrency', () => {
     // One slot, and a queue of 1 × 1 × 1.
     const registry = new Registry();
     const base = await startGateway({ queueDepthFactor: 1 }, registry);
+    // A first call, so that in native mode the token is known and the three below meet one queue, the
+    // data plane's (a token's first call is Node's, whose own pool would take it).
+    expect((await call(base, 'tiny', 'timed', { marker: join(dir, 'tiny-warm'), seconds: 0 })).status).toBe(
+      200,
+    );
     const marker = join(dir, 'tiny');
     const running = call(base, 'tiny', 'timed', { marker, seconds: 1 });
     const queued = call(base, 'tiny', 'timed', { marker, seconds: 0.1 });
@@ -182,12 +188,49 @@ describe('replicaConcurrency', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error).toMatchObject({ code: 'queue_full' });
     expect([(await running).status, (await queued).status]).toEqual([200, 200]);
+    // In native mode the data plane counts it (core.rs's tests), in its own series: not in this
+    // registry until they are merged into Node's /metrics (ask-metrics, design §5).
+    if ((process.env.APPHOST_TEST_DATA_PLANE ?? 'node') === 'node')
+      expect(
+        await counter(registry, 'apphost_gateway_capacity_rejections_total', {
+          app: 'tiny',
+          code: 'queue_full',
+        }),
+      ).toBe(1);
+  });
+});
+
+describe('replicas going to zero', () => {
+  it('a call waiting for a slot is answered cold_start_timeout no later than its queue deadline', async () => {
+    // Node mode: the call stays in the gateway's pool, which has no replica now. Native mode: the data
+    // plane hands it to Node with its deadline (reason no_replica), and Node's pool holds it up to that.
+    const [r1] = runtimes as [Runtime];
+    resolver.set('vanish', [r1.url]);
+    const base = await startGateway({ queueTimeoutMs: 1_500 });
+    // A first call, so that in native mode the token is known and the calls below are the data plane's.
     expect(
-      await counter(registry, 'apphost_gateway_capacity_rejections_total', {
-        app: 'tiny',
-        code: 'queue_full',
-      }),
-    ).toBe(1);
+      (await call(base, 'vanish', 'timed', { marker: join(dir, 'vanish-warm'), seconds: 0 })).status,
+    ).toBe(200);
+    const marker = join(dir, 'vanish');
+    const running = call(base, 'vanish', 'timed', { marker, seconds: 2.5 });
+    await new Promise((r) => setTimeout(r, 300));
+    const queuedAt = Date.now();
+    const waiting = call(base, 'vanish', 'timed', { marker, seconds: 0.1 });
+    await new Promise((r) => setTimeout(r, 300));
+    resolver.set('vanish', []);
+    const answer = await waiting;
+    const took = Date.now() - queuedAt;
+    expect(answer.status).toBe(503);
+    expect(answer.json.error).toEqual({
+      code: 'cold_start_timeout',
+      message: `app "${P}/vanish" had no ready replica within 1.5 s; retry later`,
+    });
+    // By its deadline (queueTimeoutMs after it started waiting), not a new cold-start bound (60 s).
+    expect(took).toBeGreaterThanOrEqual(1_400);
+    expect(took).toBeLessThan(2_400);
+    // The call in flight finishes on the replica that left.
+    expect((await running).status).toBe(200);
+    expect(executions(marker)).toHaveLength(1);
   });
 });
 

@@ -55,11 +55,6 @@ interface Row {
    * fail (it.fails) until the owner fixes it, and then goes red so that the mark is removed.
    */
   finding?: string;
-  /**
-   * A documented difference (the comment at the row says why): native's answers at these indexes are
-   * each one of these errors (a 503 with Retry-After); every other answer is compared whole.
-   */
-  nativeDiffers?: { answers: number[]; codes: string[] };
   /** Hold the `single` app's one slot (and fill its queue of one) while this row is sent. */
   holdSlot?: boolean;
 }
@@ -259,15 +254,9 @@ const ROWS: Row[] = [
     name: 'queue_full (and the queued call’s queue_timeout)',
     path: `/v4/${P}/single/echo`,
     body: '{}',
+    // The queue is the data plane's own (step 6): the held call, the queued one's queue_timeout and the
+    // third call's queue_full at once, each byte for byte as Node's.
     holdSlot: true,
-    // Until step 6 moves the queue to Rust (design §3 `no_slot`, dataplane-5 on the board 23:28): a
-    // call that finds the fast path's one slot taken goes to Node, whose own pool counts only its calls;
-    // the replica refuses it 429 at_capacity and it waits in Node's queue, so the caller that node mode
-    // answers queue_full at once gets queue_full or, as Node's retry after the 429 and the third call
-    // meet, queue_timeout after QUEUE_TIMEOUT_MS: a 503 queue refusal either way, the limit kept. The
-    // queued call's queue_timeout, handed off with its deadline, sometimes says "within 0 s" where Node
-    // says "within 0.4 s" (FINDING, board 23:33 → dataplane-3/dataplane-5): only codes compared there.
-    nativeDiffers: { answers: [0, 1], codes: ['queue_full', 'queue_timeout'] },
   },
 ];
 
@@ -502,17 +491,7 @@ describe.skipIf(!!skip)(
         expect(node.map((a) => a.status)).toEqual([503, 503, 200]);
         expect(JSON.parse(node[1]?.body ?? '{}').error?.code, 'the queued call').toBe('queue_timeout');
       }
-      const differs = row.nativeDiffers;
-      if (differs) {
-        for (const i of differs.answers) {
-          const odd = native[i];
-          expect(differs.codes, `native’s answer ${i}`).toContain(JSON.parse(odd?.body ?? '{}').error?.code);
-          expect(odd?.status).toBe(503);
-          expect(odd?.headers).toContainEqual(['retry-after', '5']);
-        }
-        const rest = (a: Answer[]) => a.filter((_, i) => !differs.answers.includes(i));
-        expect(rest(native)).toEqual(rest(node));
-      } else expect(native).toEqual(node);
+      expect(native).toEqual(node);
     };
     for (const row of ROWS) (row.finding ? it.fails : it)(title(row), () => compare(row));
 
