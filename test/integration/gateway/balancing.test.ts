@@ -188,8 +188,8 @@ describe('replicaConcurrency', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error).toMatchObject({ code: 'queue_full' });
     expect([(await running).status, (await queued).status]).toEqual([200, 200]);
-    // In native mode the data plane counts it (core.rs's tests), in its own series: not in this
-    // registry until they are merged into Node's /metrics (ask-metrics, design §5).
+    // In native mode the data plane counts it (core.rs's tests), in its own series, which reach Node's
+    // /metrics at a scrape (ask-metrics, design §5), not this registry: frontGateway serves no /metrics.
     if ((process.env.APPHOST_TEST_DATA_PLANE ?? 'node') === 'node')
       expect(
         await counter(registry, 'apphost_gateway_capacity_rejections_total', {
