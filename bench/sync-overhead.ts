@@ -12,8 +12,10 @@ import type { LoadResult, LoadSpec } from './support/load.ts';
 import { type Nginx, startNginx } from './support/nginx.ts';
 import {
   APP,
+  addedRssBytes,
   PROJECT,
   procCpuSeconds,
+  processTree,
   procStatusBytes,
   treeCpuSeconds,
   treeStatusBytes,
@@ -143,6 +145,10 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     durationSeconds,
   });
   const rssBefore = procStatusBytes(gw.pid, 'VmRSS');
+  // The native gateway's idle figure is the pod's: Node and the data plane added up (design §10, question 4).
+  const rssBeforeNativeNode = viaNative?.pid ? procStatusBytes(viaNative.pid, 'VmRSS') : Number.NaN;
+  const nativePid = viaNative?.pid ? processTree(viaNative.pid).find((p) => p !== viaNative.pid) : undefined;
+  const dataPlaneAdds = viaNative?.pid && nativePid ? addedRssBytes(nativePid, viaNative.pid) : Number.NaN;
   const memBefore = await gatewayMemory(gw.opsUrl);
   try {
     for (const v of variants) await check(v.url, v.headers);
@@ -305,7 +311,9 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
     report.row({
       benchmark: 'memory',
       variant: 'gateway (native data plane) peak RSS',
-      other: `${fmtBytes(peakNative)}: VmHWM of Node and the data plane added up, at the same load (Node's ${fmtBytes(procStatusBytes(viaNative.pid, 'VmHWM'))}; node mode: ${fmtBytes(peak)})`,
+      other:
+        `${fmtBytes(peakNative)}: VmHWM of Node and the data plane added up, at the same load (Node's ${fmtBytes(procStatusBytes(viaNative.pid, 'VmHWM'))}; node mode: ${fmtBytes(peak)}); ` +
+        `before the load: Node's RSS ${fmtBytes(rssBeforeNativeNode)} + the data plane's own pages ${fmtBytes(dataPlaneAdds)} (anonymous, and files Node does not map) = ${fmtBytes(rssBeforeNativeNode + dataPlaneAdds)}, the pod's idle`,
     });
   }
 }

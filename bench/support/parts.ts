@@ -210,6 +210,33 @@ export function treeStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return processTree(pid).reduce((sum, p) => sum + procStatusBytes(p, field), 0);
 }
 
+/**
+ * Resident bytes `pid` adds to a pod beside `base`: its anonymous memory and its file-backed pages of
+ * files `base` does not map (libc, mapped by both, is resident once), from /proc/<pid>/smaps. NaN when
+ * unreadable.
+ */
+export function addedRssBytes(pid: number, base: number): number {
+  try {
+    const mapped = (p: number) =>
+      readFileSync(`/proc/${p}/smaps`, 'utf8')
+        .split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)
+        .map((b) => ({
+          file: (b.split('\n')[0] ?? '').split(/\s+/).slice(5).join(' '),
+          rssKb: Number(/\nRss:\s+(\d+) kB/.exec(b)?.[1] ?? 0),
+        }));
+    const baseFiles = new Set(
+      mapped(base)
+        .map((m) => m.file)
+        .filter((f) => f.startsWith('/')),
+    );
+    return mapped(pid)
+      .filter((m) => !baseFiles.has(m.file))
+      .reduce((sum, m) => sum + m.rssKb * 1024, 0);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** The pid of the nats-server listening on `port` (from /proc/<pid>/cmdline; 0 when not found). */
 export function natsServerPid(port: number): number {
   for (const d of readdirSync('/proc')) {
