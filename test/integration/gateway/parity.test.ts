@@ -18,8 +18,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
+import { createSyncCallReader } from '../../../src/runs/sync-call-reader.ts';
+import type { RunRecord } from '../../../src/shared/contracts/messaging.ts';
 import { ErrorCode } from '../../../src/shared/errors.ts';
 import { generateSigningKey, issueRunToken, type SigningKey } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
@@ -286,6 +289,9 @@ describe.skipIf(!!skip)(
     const tokens = {} as Record<'own' | 'other', string>;
     let keys: { keys: SigningKey[] };
     let issued = 0;
+    /** Each front's request ids by row (the answers' X-Request-Id), for the sync-call records after the table. */
+    const sent = { node: new Map(), native: new Map() } as Record<Front, Map<string, string[]>>;
+    let nc: NatsConnection;
 
     async function startGateway(front: Front, apps: unknown, bin: string): Promise<string> {
       const [port, opsPort] = await Promise.all([freePort(), freePort()]);
@@ -311,6 +317,9 @@ describe.skipIf(!!skip)(
           APPHOST_GATEWAY_QUEUE_DEPTH_FACTOR: '1',
           APPHOST_GATEWAY_UNREACHABLE_BLOCK_MS: '20',
           APPHOST_GATEWAY_CAPACITY_BLOCK_MS: '20',
+          // Every call of the table gets its sync-call record (compared after the table).
+          APPHOST_GATEWAY_SYNC_RECORDS_PER_APP_PER_SECOND: '1000',
+          APPHOST_GATEWAY_SYNC_RECORDS_PER_SECOND: '10000',
           APPHOST_TEST_APPS: JSON.stringify(apps),
           APPHOST_TEST_HOSTS: JSON.stringify({ [DOMAIN]: { projectId: P, appName: 'echo' } }),
         },
@@ -347,6 +356,7 @@ describe.skipIf(!!skip)(
       );
       const echoUrl = `http://127.0.0.1:${echoPort}`;
       await waitFor('the echo app', async () => (await fetch(`${echoUrl}/ping`)).ok, START_TIMEOUT_MS);
+      nc = await connect({ servers: nats.url });
       keys = { keys: [await generateSigningKey()] };
       writeFileSync(join(dir, 'run-token-keys.json'), JSON.stringify(keys));
       const exp = new Date(Date.now() + 3600_000);
@@ -374,6 +384,7 @@ describe.skipIf(!!skip)(
 
     afterAll(async () => {
       for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+      await nc?.close();
       await echoApp?.stop(5_000);
       await runtime?.proc.stop(5_000);
       await single?.proc.stop(5_000);
@@ -413,6 +424,9 @@ describe.skipIf(!!skip)(
       });
       const chunks: Buffer[] = [];
       for await (const c of res) chunks.push(c as Buffer);
+      const requestId = res.headers['x-request-id'];
+      if (typeof requestId === 'string')
+        sent[front].set(row.name, [...(sent[front].get(row.name) ?? []), requestId]);
       const pairs: Array<[string, string]> = [];
       for (let i = 0; i < res.rawHeaders.length; i += 2)
         pairs.push([String(res.rawHeaders[i]).toLowerCase(), String(res.rawHeaders[i + 1])]);
@@ -518,6 +532,43 @@ describe.skipIf(!!skip)(
       expect(texts.node).not.toContain('apphost_gateway_dataplane_');
       expect(texts.node).toMatch(/^process_start_time_seconds \d/m);
       expect(texts.native).toMatch(/^apphost_gateway_dataplane_up 1$/m);
+    });
+
+    it('after the table, each row’s sync-call records are the same in both modes (the data plane’s `records` frames, published by Node)', async () => {
+      // After every row, as the /metrics test. Records of the calls Rust served come over the channel in
+      // batches (≤ 10 ms), then Node publishes them: wait until native has as many as node mode, up to 10 s.
+      const reader = createSyncCallReader(nc, { timeoutMs: 5_000 });
+      const recorded = async () => {
+        const all = [
+          ...(await reader.list(P, undefined, { limit: 10_000 })),
+          ...(await reader.list(OTHER, undefined, { limit: 10_000 })),
+        ];
+        return new Map(all.map((r) => [r.runId, r]));
+      };
+      // Without the ids, the times and the run id, sorted within a row (its calls may end in any order).
+      const ofRow = (byId: Map<string, RunRecord>, front: Front) =>
+        new Map(
+          [...sent[front]].map(([row, ids]) => [
+            row,
+            ids
+              .map((id) => byId.get(id))
+              .filter((r): r is RunRecord => r !== undefined)
+              .map(({ runId: _r, createdAt: _c, startedAt: _s, finishedAt: _f, ...rest }) =>
+                JSON.stringify(rest),
+              )
+              .sort(),
+          ]),
+        );
+      const count = (m: Map<string, string[]>) => [...m.values()].reduce((n, v) => n + v.length, 0);
+      let byId = await recorded();
+      for (let t = Date.now(); Date.now() - t < 10_000; byId = await recorded()) {
+        if (count(ofRow(byId, 'native')) >= count(ofRow(byId, 'node'))) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const node = ofRow(byId, 'node');
+      // Most rows' calls have a record (the rows refused before an app is resolved have none, in both).
+      expect(count(node)).toBeGreaterThan(20);
+      expect(Object.fromEntries(ofRow(byId, 'native'))).toEqual(Object.fromEntries(node));
     });
 
     it('the table reaches the error table’s sync rows (a row gone would go unnoticed)', () => {
