@@ -137,6 +137,11 @@ impl Server {
     }
 }
 
+/// Bound on a request head (its line and header lines), as node:http's `maxHeaderSize` (16 KiB, which the
+/// gateway leaves at its default): past it the caller gets 431, as from Node, instead of the app getting
+/// a head node mode never passes on. hyper's read buffer is the bound (its default is ~400 KiB).
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
 /// Accepts until the handover; then, at the drain, shuts every connection down gracefully and returns
 /// once all have ended.
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>) {
@@ -158,6 +163,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watc
                         .timer(TokioTimer::new())
                         .keep_alive(true)
                         .header_read_timeout(Duration::from_millis(KEEP_ALIVE_IDLE_MS))
+                        .max_buf_size(MAX_HEAD_BYTES)
                         .serve_connection(
                             TokioIo::new(stream),
                             service_fn(move |req| call(shared.clone(), req)),

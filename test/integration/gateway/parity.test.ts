@@ -58,6 +58,11 @@ interface Row {
    * fail (it.fails) until the owner fixes it, and then goes red so that the mark is removed.
    */
   finding?: string;
+  /**
+   * A documented difference in the head only: these header lines, in native's answers only, are left
+   * out before the answers are compared (the comment at the row says why).
+   */
+  nativeOnlyHeaders?: Array<[string, string]>;
   /** Hold the `single` app's one slot (and fill its queue of one) while this row is sent. */
   holdSlot?: boolean;
 }
@@ -173,6 +178,24 @@ const ROWS: Row[] = [
   },
   { name: 'our parameters removed, the rest kept', path: echo('q?async=false&z=9'), body: 'q' },
   { name: 'an empty Cortex body', path: hello('echo'), body: '' },
+  // node:http's maxHeaderSize (16 KiB, the gateway sets none): past it Node answers a bare 431 and the
+  // app never sees the call; the data plane's bound is server.rs's MAX_HEAD_BYTES. hyper's own 431 says
+  // `Content-Length: 0` where Node's has no length (an empty body ended by the close): the same answer.
+  {
+    name: 'a request head over 16 KiB (a long Cookie; a known token)',
+    path: echo('big-head'),
+    headers: ['cookie', `a=${'x'.repeat(17 * 1024)}`],
+    body: 'q',
+    nativeOnlyHeaders: [['content-length', '0']],
+  },
+  {
+    name: 'a request head over 16 KiB (a long Cookie; a token not seen yet)',
+    path: echo('big-head'),
+    headers: ['cookie', `a=${'x'.repeat(17 * 1024)}`],
+    body: 'q',
+    token: 'fresh',
+    nativeOnlyHeaders: [['content-length', '0']],
+  },
   { name: 'a blank Cortex body', path: hello('echo'), body: ' \r\n\t ' },
   { name: 'an empty custom body', path: echo('empty'), body: '' },
   { name: 'a chunked request body', path: echo('chunked'), chunks: ['{"a":', '1', '}'] },
@@ -496,7 +519,13 @@ describe.skipIf(!!skip)(
     const title = (r: Row) => (r.finding ? `${r.name} [FINDING, ${r.finding}]` : r.name);
     const compare = async (row: Row) => {
       const { name } = row;
-      const { node, native } = await answers(row);
+      const got = await answers(row);
+      const { node } = got;
+      const only = row.nativeOnlyHeaders ?? [];
+      const native = got.native.map((a) => ({
+        ...a,
+        headers: a.headers.filter(([n, v]) => !only.some(([on, ov]) => on === n && ov === v)),
+      }));
       // An error row is one only if Node answers that error (else a typo in the table tests nothing).
       const code = codeOf(name);
       if (code && (Object.values(ErrorCode) as string[]).includes(code))
