@@ -1200,3 +1200,46 @@ async fn the_calls_it_serves_reach_node_as_records_and_load() {
     assert!(of(&hold).is_some(), "a record of {hold}: {records:?}");
     assert!(node.seen.try_recv().is_err(), "nothing went to Node");
 }
+
+#[tokio::test]
+async fn a_call_that_ends_as_the_drain_completes_has_its_record_sent_before_drained() {
+    let node = node().await;
+    let mut r = replica(false).await;
+    let mut plane = Plane::start(&node.socket, snapshot(&[&r.url]), |c| {
+        c.gateway.sync_records_per_app_per_second = 1_000.0;
+        c.gateway.sync_records_per_second = 1_000.0;
+        // No load frame in the way: only records and drained matter here.
+        c.load_report_interval_ms = 0;
+    })
+    .await;
+    let port = plane.port;
+    let held = tokio::spawn(async move {
+        let mut c = caller(port).await;
+        call(&mut c, "POST", "/v4/p/a/hold", &[AUTH], "").await
+    });
+    assert_eq!(recv(&mut r.seen).await.uri, "/hold");
+    plane
+        .send(&Message::Drain {
+            phase: apphost_dataplane::message::DrainPhase::Drain,
+        })
+        .await;
+    // The call ends now; the drain completes with it, well within a batch's 10 ms.
+    r.gate.notify_one();
+    let (res, _) = held.await.unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let mut records = Vec::new();
+    loop {
+        match plane.next().await {
+            Some(Message::Records(rs)) => records.extend(rs),
+            Some(Message::Drained) => break,
+            Some(_) => {}
+            None => panic!("the channel ended before drained"),
+        }
+    }
+    assert!(
+        records.iter().any(|c| c.request_id == id),
+        "the held call's record before drained: {records:?}"
+    );
+    assert_eq!(plane.exit().await.status.code(), Some(0));
+}
