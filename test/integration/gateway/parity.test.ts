@@ -600,6 +600,52 @@ describe.skipIf(!!skip)(
       expect(Object.fromEntries(ofRow(byId, 'native'))).toEqual(Object.fromEntries(node));
     });
 
+    it('a caller that hangs up while the app works: the same sync-call record in both modes (aborted, cancelled)', async () => {
+      const reader = createSyncCallReader(nc, { timeoutMs: 5_000 });
+      const gone = async (front: Front) => {
+        const { hostname, port, host } = new URL(base[front]);
+        const body = JSON.stringify({ seconds: 0.6 });
+        const since = Date.now();
+        await new Promise<void>((resolve) => {
+          const req = httpRequest({
+            hostname,
+            port,
+            path: hello('sleep'),
+            method: 'POST',
+            headers: {
+              host,
+              authorization: `Bearer ${tokens.own}`,
+              'content-type': 'application/json',
+              'content-length': Buffer.byteLength(body),
+            },
+          });
+          req.on('error', () => resolve());
+          req.end(body);
+          // Gone while the app sleeps, before any answer.
+          setTimeout(() => {
+            req.destroy();
+            resolve();
+          }, 200);
+        });
+        let record: RunRecord | undefined;
+        await waitFor(
+          `${front}: the record of the call whose caller went away`,
+          async () => {
+            record = (await reader.list(P, 'hello', { limit: 100 })).find(
+              (r) => r.path === 'sleep' && Date.parse(r.startedAt ?? '') >= since,
+            );
+            return record !== undefined;
+          },
+          10_000,
+        );
+        const { runId: _r, createdAt: _c, startedAt: _s, finishedAt: _f, ...rest } = record as RunRecord;
+        return rest;
+      };
+      const node = await gone('node');
+      expect(node).toMatchObject({ state: 'cancelled', error: { code: 'client_closed' } });
+      expect(await gone('native')).toEqual(node);
+    });
+
     it('the table reaches the error table’s sync rows (a row gone would go unnoticed)', () => {
       const codes = ROWS.map((r) => codeOf(r.name));
       for (const code of [
