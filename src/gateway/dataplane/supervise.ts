@@ -38,6 +38,14 @@ export const DATAPLANE_PING_INTERVAL_MS = 500;
  * pong comes. The same bound as a gateway process's answer to its primary (PROCESS_ANSWER_TIMEOUT_MS).
  */
 export const DATAPLANE_PONG_TIMEOUT_MS = 2_000;
+/**
+ * A running child whose last `pong` is this old is killed (SIGKILL) and started again after the usual
+ * backoff: stuck (a deadlock, a livelock), it would otherwise keep the pod unready for ever, since the
+ * pod's liveness probe (/healthz) is Node's. Twice what kubelet allows a stuck Node in node mode (the
+ * chart's liveness: every 10 s, 3 failures), so that a stop the cluster suite makes to see the pod go
+ * unready (test/cluster/dataplane.test.ts, up to 45 s) is not taken for a stuck process.
+ */
+export const DATAPLANE_WEDGED_MS = 60_000;
 /** Delay before a data plane that exited is started again: 1 s doubling to 30 s (PROCESS_RESTART_BACKOFF). */
 export const DATAPLANE_RESTART_BACKOFF: BackoffSettings = { baseDelayMs: 1_000, maxDelayMs: 30_000 };
 /** A data plane that ran this long before it exited is restarted after the first delay again. */
@@ -175,6 +183,8 @@ export function superviseDataPlane(opts: {
   drainTimeoutMs: number;
   /** The child's CPU and memory, read at a scrape (proc-usage.ts). */
   usage: ProcessUsage;
+  /** Replaces DATAPLANE_WEDGED_MS (tests). */
+  wedgedMs?: number;
   /** The data plane's `load` (every loadReportIntervalMs): the load reporter's `publish`. */
   onLoad?: (apps: LoadMessage['apps']) => void;
   /** Its admitted sync-call records (`records`): the gateway's `recordSyncCall`, each. */
@@ -247,8 +257,20 @@ export function superviseDataPlane(opts: {
     r.child.channel.write(encodeMessage(m));
   };
 
+  const wedgedMs = opts.wedgedMs ?? DATAPLANE_WEDGED_MS;
   const ping = (r: Run) => {
     if (r.exited) return;
+    // Unanswered for DATAPLANE_WEDGED_MS: stuck. Killed (its exit respawns it), unless Node is stopping
+    // (drain() has its own bound).
+    if (r.helloOk && !stopping && timers.now() - r.lastPongAt > wedgedMs) {
+      log.error(
+        { pid: r.child.pid, sincePongMs: timers.now() - r.lastPongAt },
+        'data plane stopped answering pings: killed',
+      );
+      endRun(r);
+      r.child.kill('SIGKILL');
+      return;
+    }
     r.pingId += 1;
     send(r, { type: 'ping', id: r.pingId });
     r.pingTimer = timers.setTimeout(() => ping(r), DATAPLANE_PING_INTERVAL_MS);

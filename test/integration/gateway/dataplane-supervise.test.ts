@@ -56,7 +56,12 @@ afterEach(async () => {
 });
 
 async function start(
-  opts: { spawn?: SpawnDataPlane; drainTimeoutMs?: number; feed?: (f: StateFeed) => StateFeed } = {},
+  opts: {
+    spawn?: SpawnDataPlane;
+    drainTimeoutMs?: number;
+    feed?: (f: StateFeed) => StateFeed;
+    wedgedMs?: number;
+  } = {},
 ): Promise<Harness> {
   const port = await freePort();
   const config: ConfigMessage = {
@@ -116,6 +121,7 @@ async function start(
     registry,
     drainTimeoutMs: config.gateway.drainTimeoutMs,
     usage: procUsage(),
+    ...(opts.wedgedMs ? { wedgedMs: opts.wedgedMs } : {}),
   });
   running.push(sup);
   sup.start();
@@ -246,6 +252,25 @@ describe.skipIf(!!skip)(
       }
       await whenReady(h, 3_000);
       expect(h.spawned).toHaveLength(1);
+    });
+
+    it("a child stopped past the wedged bound is killed and started again (a stuck data plane would keep the pod unready for ever: liveness is Node's)", async () => {
+      const h = await start({ wedgedMs: 1_500 });
+      await whenReady(h);
+      const first = h.spawned[0] as Spawned;
+      process.kill(first.child.pid as number, 'SIGSTOP');
+      const t0 = Date.now();
+      const exit = await Promise.race([
+        first.exit,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error('the stopped child was not killed within 10 s')), 10_000),
+        ),
+      ]);
+      expect(exit.signal).toBe('SIGKILL');
+      expect(exit.at - t0).toBeGreaterThanOrEqual(1_500 - 600);
+      expect(h.logs.some((l) => l.msg === 'data plane stopped answering pings: killed')).toBe(true);
+      await whenReady(h, 5_000);
+      expect(h.spawned).toHaveLength(2);
     });
 
     it("a scrape's ask-metrics: the child's series by the asked id; stopped, its last counters and histograms within the bound, the late answer dropped", async () => {
