@@ -145,14 +145,14 @@ check-cluster-root:
 	fi
 
 # Two passes, each on its own fresh cluster: the whole suite with the chart's default (gateway.dataPlane:
-# node), then NATIVE_CLUSTER_SUITES installed with test/cluster/values-native.yaml (gateway.dataPlane:
-# native; design §7). When the default becomes native, values-native.yaml should name the other one (node).
-NATIVE_CLUSTER_SUITES := $(addprefix test/cluster/,dataplane.test.ts platform.test.ts faults.test.ts \
+# native), then NODE_CLUSTER_SUITES installed with test/cluster/values-node.yaml (gateway.dataPlane: node,
+# the other mode; design §7).
+NODE_CLUSTER_SUITES := $(addprefix test/cluster/,dataplane.test.ts platform.test.ts faults.test.ts \
   scaling.test.ts)
 
 test-cluster: check-cluster-root deps-node deps-cluster images images-test
 	vitest run --config vitest.cluster.config.ts
-	APPHOST_TEST_CLUSTER_DATA_PLANE=native vitest run --config vitest.cluster.config.ts $(NATIVE_CLUSTER_SUITES)
+	APPHOST_TEST_CLUSTER_DATA_PLANE=node vitest run --config vitest.cluster.config.ts $(NODE_CLUSTER_SUITES)
 
 test-python: deps-python
 	cd runtime/python && .venv/bin/python -m pytest -q

@@ -1,10 +1,11 @@
 /**
  * The native data plane in the gateway pods (docs/design/native-data-plane.md §7, step 8). In both passes:
  * the image's /app/bin/apphost-dataplane runs in the gateway pod (`--version`: the build the image made).
- * In the native pass (APPHOST_TEST_CLUSTER_DATA_PLANE=native, values-native.yaml): in each gateway pod
+ * In the native pass (the chart's default; the first pass): in each gateway pod
  * the data plane, a child of the gateway's Node process, holds the gateway port's listening socket and is
  * up with no restart; and the pod is Ready only while the data plane answers Node (a stopped data plane
- * takes the pod out of the Service, a resumed one brings it back). In the node pass: no data plane runs.
+ * takes the pod out of the Service, a resumed one brings it back). In the node pass
+ * (APPHOST_TEST_CLUSTER_DATA_PLANE=node, values-node.yaml): no data plane runs.
  */
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';

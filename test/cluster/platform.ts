@@ -1,8 +1,8 @@
 /**
  * apphost on the cluster suite's node: the images `make images` built, imported into the node's
  * containerd, and the chart installed as docs/install.md tells a platform team on a bare cluster
- * (values in test/cluster/values-bare-cluster.yaml plus the ingress hosts below; in the native pass,
- * values-native.yaml too).
+ * (values in test/cluster/values-bare-cluster.yaml plus the ingress hosts below; in the node pass,
+ * values-node.yaml too).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -14,18 +14,18 @@ const exec = promisify(execFile);
 export const REPO = join(import.meta.dirname, '..', '..');
 export const CHART = join(REPO, 'charts', 'apphost');
 export const BARE_CLUSTER_VALUES = join(import.meta.dirname, 'values-bare-cluster.yaml');
-/** The second pass's values (gateway.dataPlane: native), given after the bare-cluster ones. */
-export const NATIVE_VALUES = join(import.meta.dirname, 'values-native.yaml');
+/** The second pass's values (gateway.dataPlane: node), given after the bare-cluster ones. */
+export const NODE_VALUES = join(import.meta.dirname, 'values-node.yaml');
 
 /**
- * What serves the gateway pods' port in this run: `node` (the chart's default), or `native` with
- * APPHOST_TEST_CLUSTER_DATA_PLANE=native (make test-cluster's second pass installs with values-native.yaml).
+ * What serves the gateway pods' port in this run: `native` (the chart's default), or `node` with
+ * APPHOST_TEST_CLUSTER_DATA_PLANE=node (make test-cluster's second pass installs with values-node.yaml).
  */
 export const DATA_PLANE = dataPlaneOf(process.env.APPHOST_TEST_CLUSTER_DATA_PLANE);
 
 function dataPlaneOf(value: string | undefined): 'node' | 'native' {
-  if (value === undefined || value === '' || value === 'node') return 'node';
-  if (value === 'native') return 'native';
+  if (value === undefined || value === '' || value === 'native') return 'native';
+  if (value === 'node') return 'node';
   throw new Error(`APPHOST_TEST_CLUSTER_DATA_PLANE must be node or native, not '${value}'`);
 }
 
@@ -106,7 +106,7 @@ export async function installPlatform(kubeconfigPath: string, extra: string[] = 
     '--create-namespace',
     '-f',
     BARE_CLUSTER_VALUES,
-    ...(DATA_PLANE === 'native' ? ['-f', NATIVE_VALUES] : []),
+    ...(DATA_PLANE === 'node' ? ['-f', NODE_VALUES] : []),
     ...platformValues().flatMap((v) => ['--set', v]),
     ...extra,
     '--wait',

@@ -76,8 +76,10 @@ describe('charts/apphost', () => {
       return /name: APPHOST_GATEWAY_PROCESSES\n\s+value: "([^"]*)"/.exec(r.stdout)?.[1];
     };
     expect(await env([])).toBe('1');
-    expect(await env(['--set', 'gateway.processes=2'])).toBe('2');
-    expect(await env(['--set', 'gateway.processes=auto'])).toBe('auto');
+    // Several processes need the Node data plane (native, the default, refuses them: data-plane.test.ts).
+    const node = ['--set', 'gateway.dataPlane=node'];
+    expect(await env([...node, '--set', 'gateway.processes=2'])).toBe('2');
+    expect(await env([...node, '--set', 'gateway.processes=auto'])).toBe('auto');
   });
 
   it("gives the gateway NODE_OPTIONS of gateway.nodeOptions alone, without the image's --enable-source-maps", async () => {

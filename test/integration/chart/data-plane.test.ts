@@ -1,5 +1,5 @@
 /**
- * gateway.dataPlane (docs/design/native-data-plane.md §6): `node` (the default) gives the gateway
+ * gateway.dataPlane (docs/design/native-data-plane.md §6): `native` (the default since step 9) and `node`, which gives the gateway
  * APPHOST_GATEWAY_DATA_PLANE=node and nothing else; `native` adds the data plane's env and the emptyDir at
  * /run/apphost its hand-off socket lives in (the root filesystem is read-only), and the API server accepts
  * the result. The schema refuses `native` beside any gateway.processes but 1 (v1 fronts one Node process),
@@ -49,8 +49,13 @@ const settingsOf = (env: Record<string, string>) =>
   parseGatewayEnv({ ...env, APPHOST_PLATFORM_KEY: 'k'.repeat(48), POD_NAMESPACE: 'ns', POD_NAME: 'gw-0' });
 
 describe('chart: gateway.dataPlane', () => {
-  it('node (the default): the gateway is told node, and gets no data plane env or volume', async () => {
-    const pod = await gatewayPod();
+  it('native is the default (issue 16, step 9): the same pod as gateway.dataPlane=native', async () => {
+    expect(await gatewayPod()).toEqual(await gatewayPod('gateway.dataPlane=native'));
+    expect((await gatewayPod()).env.APPHOST_GATEWAY_DATA_PLANE).toBe('native');
+  });
+
+  it('node: the gateway is told node, and gets no data plane env or volume', async () => {
+    const pod = await gatewayPod('gateway.dataPlane=node');
     expect(pod.env.APPHOST_GATEWAY_DATA_PLANE).toBe('node');
     expect(Object.keys(pod.env).filter((k) => k.startsWith('APPHOST_GATEWAY_DATA_PLANE_'))).toEqual([]);
     expect(pod.mounts.map((m) => m.mountPath)).toEqual(['/tmp']);
