@@ -62,21 +62,12 @@ interface Inspected {
   series: Record<string, string>;
 }
 
+/** Runs `cmd` in the gateway container of `pod`. */
+const inGateway = (pod: string, ...cmd: string[]) =>
+  kubectl('-n', PLATFORM_NAMESPACE, 'exec', pod, '-c', 'gateway', '--', ...cmd);
+
 async function inspect(pod: string): Promise<Inspected> {
-  const out = await kubectl(
-    '-n',
-    PLATFORM_NAMESPACE,
-    'exec',
-    pod,
-    '-c',
-    'gateway',
-    '--',
-    'node',
-    '-e',
-    INSPECT,
-    '8080',
-    '9090',
-  );
+  const out = await inGateway(pod, 'node', '-e', INSPECT, '8080', '9090');
   return JSON.parse(out.trim().split('\n').pop() as string) as Inspected;
 }
 
@@ -106,7 +97,7 @@ describe(`the data plane in the gateway pods (gateway.dataPlane: ${DATA_PLANE})`
   });
 
   it("runs the image's apphost-dataplane in the gateway pod (--version)", async () => {
-    const out = await kubectl('-n', PLATFORM_NAMESPACE, 'exec', pods[0] as string, '--', BIN, '--version');
+    const out = await inGateway(pods[0] as string, BIN, '--version');
     // The build id `make images` gives it: the hash of native/dataplane's sources (a developer build says dev).
     expect(out.trim()).toMatch(/^apphost-dataplane \d+\.\d+\.\d+ \(protocol 1, build src-[0-9a-f]{16}\)$/);
   });
@@ -156,18 +147,7 @@ describe(`the data plane in the gateway pods (gateway.dataPlane: ${DATA_PLANE})`
       expect(plane).toBeDefined();
       const signal = (sig: string) =>
         // The image has no kill binary: dash's builtin.
-        kubectl(
-          '-n',
-          PLATFORM_NAMESPACE,
-          'exec',
-          pod,
-          '-c',
-          'gateway',
-          '--',
-          'sh',
-          '-c',
-          `kill -${sig} ${plane?.pid}`,
-        );
+        inGateway(pod, 'sh', '-c', `kill -${sig} ${plane?.pid}`);
       expect(await podReady(kc, pod)).toBe(true);
       await signal('STOP');
       try {

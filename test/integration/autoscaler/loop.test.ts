@@ -18,6 +18,7 @@ import { loadSubject } from '../../../src/shared/contracts/scaling.ts';
 import { silentLogger } from '../../../src/shared/log.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
+import { FAST_AUTOSCALER_SETTINGS } from './fast-settings.ts';
 
 let nats: NatsServer;
 let nc: NatsConnection;
@@ -81,14 +82,7 @@ describe('autoscaler loop over NATS', () => {
 
   it('sums two gateways, counts queued runs, forgets a silent gateway, and is quiet when steady', async () => {
     const f = fleet([{ key: 'p/busy', scaling, readyReplicas: 1, desiredReplicas: 1 }]);
-    const settings = {
-      ...DEFAULT_AUTOSCALER_SETTINGS,
-      tickMs: 200,
-      reportTtlMs: 1_000,
-      stableWindowMs: 1_000,
-      panicWindowMs: 400,
-      runsCountTimeoutMs: 2_000,
-    };
+    const settings = FAST_AUTOSCALER_SETTINGS;
     const loop = createAutoscalerLoop({ nc, log: silentLogger(), settings, ...f, active: () => true });
     await loop.start();
     const gw = [0, 1].map(() => {
@@ -127,14 +121,7 @@ describe('autoscaler loop over NATS', () => {
 
   it("sums a gateway pod's two reporters (Node's and its data plane's <reporter>-dp), each forgotten on its own", async () => {
     const f = fleet([{ key: 'p/pod', scaling, readyReplicas: 1, desiredReplicas: 1 }]);
-    const settings = {
-      ...DEFAULT_AUTOSCALER_SETTINGS,
-      tickMs: 200,
-      reportTtlMs: 1_000,
-      stableWindowMs: 1_000,
-      panicWindowMs: 400,
-      runsCountTimeoutMs: 2_000,
-    };
+    const settings = FAST_AUTOSCALER_SETTINGS;
     const loop = createAutoscalerLoop({ nc, log: silentLogger(), settings, ...f, active: () => true });
     await loop.start();
     // One gateway process: its balancer holds one call (Node's own report) and its data plane reports

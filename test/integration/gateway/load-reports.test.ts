@@ -9,7 +9,6 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { effectiveScaling } from '../../../src/apis/v1alpha1/scaling.ts';
-import { DEFAULT_AUTOSCALER_SETTINGS } from '../../../src/autoscaler/autoscaler.ts';
 import {
   type AutoscaledApp,
   type AutoscalerLoop,
@@ -25,6 +24,7 @@ import { createRunTokenVerifier, generateSigningKey, issueRunToken } from '../..
 import { createSecretBox } from '../../../src/shared/secretbox.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { waitFor } from '../../harness/process.ts';
+import { FAST_AUTOSCALER_SETTINGS } from '../autoscaler/fast-settings.ts';
 import { noCargo } from './dataplane-binary.ts';
 import {
   closeServer,
@@ -150,14 +150,7 @@ describe.skipIf(!!skip)(
       const loop: AutoscalerLoop = createAutoscalerLoop({
         nc,
         log: silentLogger(),
-        settings: {
-          ...DEFAULT_AUTOSCALER_SETTINGS,
-          tickMs: 200,
-          reportTtlMs: 1_000,
-          stableWindowMs: 1_000,
-          panicWindowMs: 400,
-          runsCountTimeoutMs: 2_000,
-        },
+        settings: FAST_AUTOSCALER_SETTINGS,
         apps: () => [app],
         app: (key) => (key === app.key ? app : undefined),
         async scale(a, d) {
