@@ -182,7 +182,8 @@ impl Plane {
         Plane::start_with_env(socket, &[], tweak).await
     }
 
-    async fn start_with_env(socket: &Path, env: &[(&str, &str)], tweak: impl FnOnce(&mut Config)) -> Plane {
+    /// The binary, through its hello: nothing sent to it yet.
+    async fn hello(env: &[(&str, &str)]) -> Plane {
         let (child, ours) = support::spawn_with_env(env);
         ours.set_nonblocking(true).unwrap();
         let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
@@ -199,6 +200,11 @@ impl Plane {
                 ..
             })
         ));
+        plane
+    }
+
+    async fn start_with_env(socket: &Path, env: &[(&str, &str)], tweak: impl FnOnce(&mut Config)) -> Plane {
+        let mut plane = Plane::hello(env).await;
         let mut config = Config::example(plane.port, socket.to_str().unwrap());
         tweak(&mut config);
         plane.send(&Message::Config(Box::new(config))).await;
@@ -676,16 +682,7 @@ async fn a_bad_frame_while_serving_closes_the_channel_and_exits_3() {
 
 #[tokio::test]
 async fn ask_metrics_before_the_first_snapshot_is_answered_with_no_series() {
-    let (child, ours) = support::spawn();
-    ours.set_nonblocking(true).unwrap();
-    let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
-    let mut plane = Plane {
-        child,
-        rx: FrameReader::new(r),
-        tx: w,
-        port: 0,
-    };
-    assert!(matches!(plane.next().await, Some(Message::Hello { .. })));
+    let mut plane = Plane::hello(&[]).await;
     plane.send(&Message::AskMetrics { id: 2 }).await;
     assert_eq!(
         plane.next().await,
@@ -699,16 +696,7 @@ async fn ask_metrics_before_the_first_snapshot_is_answered_with_no_series() {
 
 #[tokio::test]
 async fn state_before_config_is_a_protocol_error() {
-    let (child, ours) = support::spawn();
-    ours.set_nonblocking(true).unwrap();
-    let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
-    let mut plane = Plane {
-        child,
-        rx: FrameReader::new(r),
-        tx: w,
-        port: 0,
-    };
-    assert!(matches!(plane.next().await, Some(Message::Hello { .. })));
+    let mut plane = Plane::hello(&[]).await;
     plane.send_json(snapshot("g1", 0)).await;
     assert_eq!(plane.next().await, None);
     let out = plane.exit().await;
