@@ -15,14 +15,18 @@
  * Run it on tsc's fresh output only: a bundle is not bundled again.
  */
 import { readFile } from 'node:fs/promises';
+import { isBuiltin } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
 /** First line of every bundle: how a second run tells a bundle from tsc's output. */
 export const BUNDLE_MARK = '// bundled by hack/bundle.ts';
-/** Gives the bundle a `require`: esbuild's wrappers of the CommonJS packages (pino, prom-client...) call it. */
+/**
+ * Gives the bundle a `require`: esbuild's wrappers of the CommonJS packages (pino, prom-client...) call it.
+ * Taken with process.getBuiltinModule, as every built-in the bundle imports (builtinsWithoutFacades).
+ */
 const REQUIRE_SHIM =
-  "import { createRequire as __bundleCreateRequire } from 'node:module'; const require = __bundleCreateRequire(import.meta.url);";
+  "const require = process.getBuiltinModule('node:module').createRequire(import.meta.url);";
 /**
  * Left to node_modules: the fallback Kubernetes client for kubeconfigs the gateway's own reader does not
  * handle (exec, auth-provider...), loaded only then; ~870 generated modules not worth bundling.
@@ -81,6 +85,44 @@ function withoutZodLocales(): Plugin {
   };
 }
 
+/**
+ * The built-ins the bundle imports (`import { createServer } from 'node:http'`) are taken with
+ * `process.getBuiltinModule()`, not linked by Node's ES module loader. For a built-in imported from an ES
+ * module Node builds a facade that copies every export when it links, getters included: node:http's
+ * `WebSocket`, `CloseEvent` and `MessageEvent` getters load Node's own fetch bundle (its undici, with web
+ * streams), node:crypto's `webcrypto`/`subtle` load Web Crypto, node:fs's `promises` loads fs/promises —
+ * ~2 MiB of an idle gateway that never uses them (docs/benchmarks.md, thirteenth round). Each built-in
+ * becomes a module of the bundle that exports its data properties, read once at start as the facade did,
+ * and `default` (the module itself). A getter is not exported, so importing one by name fails the build
+ * ("No matching export"): read it from the default export where it is used.
+ */
+function builtinsWithoutFacades(): Plugin {
+  return {
+    name: 'builtins-without-facades',
+    setup(b) {
+      b.onResolve({ filter: /^(node:)?[a-z_/]+$/ }, (args) => {
+        if (args.kind !== 'import-statement' || !isBuiltin(args.path)) return undefined;
+        const id = args.path.startsWith('node:') ? args.path : `node:${args.path}`;
+        return { path: id, namespace: 'node-builtin' };
+      });
+      b.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => {
+        const m = process.getBuiltinModule(args.path) as Record<string, unknown>;
+        const values = Object.keys(m).filter(
+          (k) => k !== 'default' && 'value' in (Object.getOwnPropertyDescriptor(m, k) ?? {}),
+        );
+        const lines = [
+          `const m = process.getBuiltinModule(${JSON.stringify(args.path)});`,
+          'export default m;',
+          ...values.map(
+            (k, i) => `const v${i} = m[${JSON.stringify(k)}];\nexport { v${i} as ${JSON.stringify(k)} };`,
+          ),
+        ];
+        return { contents: lines.join('\n'), loader: 'js' };
+      });
+    },
+  };
+}
+
 export async function bundleGatewayEntry(entry: string): Promise<void> {
   const file = resolve(entry);
   if ((await readFile(file, 'utf8')).startsWith(BUNDLE_MARK))
@@ -94,7 +136,7 @@ export async function bundleGatewayEntry(entry: string): Promise<void> {
     outfile: file,
     allowOverwrite: true,
     external: [...EXTERNAL, ...LAZY_PACKAGES],
-    plugins: [lazyExternals(dirname(file)), withoutZodLocales()],
+    plugins: [lazyExternals(dirname(file)), withoutZodLocales(), builtinsWithoutFacades()],
     sourcemap: 'external',
     sourcesContent: false,
     banner: { js: `${BUNDLE_MARK}\n${REQUIRE_SHIM}` },
