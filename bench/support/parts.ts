@@ -322,6 +322,11 @@ export interface Parts {
    * data plane is its child.
    */
   gatewayNative(): Promise<GatewayChild>;
+  /**
+   * Another gateway as `gatewayNative()` starts it, from the compiled entry `entry` (compileGatewayEntry of
+   * another tree) with data plane binary `bin` and `nodeArgs`; the caller stops it (bench/pod-idle.ts).
+   */
+  startNativeGateway(name: string, entry: string, bin: string, nodeArgs: string[]): Promise<GatewayChild>;
   /** A bare Node proxy (node:http + undici dispatch) to the runtime: the floor of the sync rows. */
   bareProxy(): Promise<BareProxy>;
   /** A run token for PROJECT, valid for the whole run. */
@@ -392,6 +397,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     limiter = true,
     processes = 1,
     extraEnv: Record<string, string> = {},
+    variant?: { entry: string; nodeArgs: string[] },
   ): Promise<GatewayChild> => {
     const [n, rt, k, port, opsPort, entry] = await Promise.all([
       nats(),
@@ -399,7 +405,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
       keys(),
       freePort(),
       freePort(),
-      gatewayEntry(),
+      variant?.entry ?? gatewayEntry(),
     ]);
     const app = benchApp(rt.url);
     const { proc, line } = await startNodeChild(
@@ -423,11 +429,18 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
       },
       'listening ',
       logDir,
-      opts.gatewayNodeArgs,
+      variant?.nodeArgs ?? opts.gatewayNodeArgs,
     );
     const pid = Number(line.split(' ')[2]);
     return { url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, pid, proc };
   };
+
+  /** Native mode's env: the data plane binary `bin` on the gateway's port, its socket in a directory of its own. */
+  const nativeEnv = (bin: string) => ({
+    APPHOST_GATEWAY_DATA_PLANE: 'native',
+    APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
+    APPHOST_GATEWAY_DATA_PLANE_DIR: tempDir('apphost-bench-dp-'),
+  });
 
   const gateway = once(async () => {
     const g = await startGateway('gateway', false);
@@ -444,11 +457,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
   const gatewayNative = once(async () => {
     const bin = join(REPO_ROOT, 'build', 'bin', 'apphost-dataplane');
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`make build-native\``);
-    const g = await startGateway('gateway-native', false, true, 1, {
-      APPHOST_GATEWAY_DATA_PLANE: 'native',
-      APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
-      APPHOST_GATEWAY_DATA_PLANE_DIR: tempDir('apphost-bench-dp-'),
-    });
+    const g = await startGateway('gateway-native', false, true, 1, nativeEnv(bin));
     stops.push(() => g.proc.stop(STOP_GRACE_MS));
     return g;
   });
@@ -491,6 +500,8 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     gatewayNoLimiter,
     gatewayTwoProcesses,
     gatewayNative,
+    startNativeGateway: (name, entry, bin, nodeArgs) =>
+      startGateway(name, false, true, 1, nativeEnv(bin), { entry, nodeArgs }),
     bareProxy,
     token,
     async stop() {
