@@ -10,7 +10,9 @@
  *   gateway's own per-call work on its path), built into the build cache on first use (needs go / cargo);
  * - `gateway`: the benchmark gateway itself (bench/support/parts.ts, log level warn) on its path with a run
  *   token, beside its floor; `gateway-native`: the same gateway in native mode, build/bin/apphost-dataplane
- *   (`make build-native`) on its port, which in step 4 hands every call to Node over the hand-off socket.
+ *   (`make build-native`) on its port, which in step 4 hands every call to Node over the hand-off socket;
+ *   `gateway-native<suffix>+<binary>` (e.g. `gateway-native-s+/tmp/dp-s`): the same with another data plane
+ *   binary (a build profile against the default's, in the same rounds).
  *   Its CPU, syscalls and RSS are Node's and the data plane's added up.
  * Prints per round and variant: req/s, its ratio to nginx's and to direct's in that round, p50/p99, CPU per
  * call (user and kernel) and write/read syscalls per call from /proc (nginx: its worker's), the load
@@ -38,6 +40,7 @@ import {
   BENCH_DIR,
   chartGatewayMallocEnv,
   chartGatewayNodeOptions,
+  compileGatewayEntry,
   createParts,
   PROJECT,
   procCpuSeconds,
@@ -69,10 +72,13 @@ const specs = process.argv.slice(2).map((arg) => {
   if (arg in NATIVE_PROXIES) return { name: arg, features: '', flags: '', native: NATIVE_PROXIES[arg] };
   if (arg === 'bare' || arg === 'gateway' || arg === 'gateway-native')
     return { name: arg, features: '', flags: '', native: undefined };
+  const other = /^(gateway-native[\w.-]*)\+(.+)$/.exec(arg);
+  if (other?.[1] && other[2])
+    return { name: other[1], features: '', flags: '', native: undefined, dataPlane: other[2] };
   const m = /^([\w.-]+)=([^:]*)(?::(.*))?$/.exec(arg);
   if (!m?.[1])
     throw new Error(
-      `"${arg}" is not <name>=<features>[:<node flags>], bare, gateway, gateway-native, or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
+      `"${arg}" is not <name>=<features>[:<node flags>], bare, gateway, gateway-native[<suffix>+<binary>], or one of ${Object.keys(NATIVE_PROXIES).join(', ')}`,
     );
   return { name: m[1], features: m[2] === '-' ? '' : (m[2] ?? ''), flags: m[3] ?? '', native: undefined };
 });
@@ -154,6 +160,8 @@ const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
 const nginxPath = findNginx();
 const stops: Array<() => Promise<void>> = [];
+/** The gateway entry of `gateway-native…+<binary>` variants, compiled once. */
+let otherEntry: Promise<string> | undefined;
 
 interface Row {
   rps: number;
@@ -228,6 +236,13 @@ try {
     }
     if (s.name === 'gateway-native') {
       const g = await parts.gatewayNative();
+      add(s.name, `${g.url}${gatewayPath}`, g.pid, auth, true);
+      continue;
+    }
+    if ('dataPlane' in s && s.dataPlane) {
+      otherEntry ??= compileGatewayEntry();
+      const g = await parts.startNativeGateway(s.name, await otherEntry, s.dataPlane, []);
+      stops.push(() => g.proc.stop(STOP_GRACE_MS));
       add(s.name, `${g.url}${gatewayPath}`, g.pid, auth, true);
       continue;
     }
