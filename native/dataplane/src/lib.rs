@@ -15,6 +15,7 @@ pub mod errors;
 pub mod fastpath;
 pub mod frame;
 pub mod handoff;
+pub mod handover;
 pub mod headers;
 pub mod message;
 pub mod meter;

@@ -6,7 +6,7 @@
 //! before any frame is read. 1 is tokio's `current_thread` runtime; N > 1 the multi-thread one with N
 //! workers.
 
-use std::os::fd::FromRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
@@ -68,6 +68,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Node's IPC channel (design §3a), when Node's spawn gave one: absent, nothing is handed over.
+    let handover = match handover_channel() {
+        Ok(fd) => fd,
+        Err(why) => {
+            eprintln!("apphost-dataplane: {why}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     } else {
@@ -89,7 +97,7 @@ fn main() -> ExitCode {
             .map_err(|e| Fatal::Channel(e.into()))?;
         let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| Fatal::Channel(e.into()))?;
         let (r, w) = stream.into_split();
-        run(r, w).await
+        run(r, w, handover).await
     });
     // Calls still running past the drain bound are cut here, with the runtime.
     let code = match result {
@@ -122,6 +130,22 @@ fn threads() -> Result<usize, String> {
             )),
         },
     }
+}
+
+/// `NODE_CHANNEL_FD` (json serialization), checked to be an open socket, as an owned descriptor.
+fn handover_channel() -> Result<Option<OwnedFd>, String> {
+    use apphost_dataplane::handover::{NODE_CHANNEL_FD_ENV, NODE_CHANNEL_SERIALIZATION_ENV, channel_fd};
+    let fd = std::env::var(NODE_CHANNEL_FD_ENV).ok();
+    let serialization = std::env::var(NODE_CHANNEL_SERIALIZATION_ENV).ok();
+    let Some(fd) = channel_fd(fd.as_deref(), serialization.as_deref())? else {
+        return Ok(None);
+    };
+    match std::fs::metadata(format!("/proc/self/fd/{fd}")) {
+        Ok(m) if m.file_type().is_socket() => {}
+        _ => return Err(format!("{NODE_CHANNEL_FD_ENV}={fd} is not an open socket")),
+    }
+    // SAFETY: the descriptor is open (checked above), and nothing else in this process uses or closes it.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Fd 3 as a Unix stream socket, checked first: wrapping a descriptor that is not open would be unsound,

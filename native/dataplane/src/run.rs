@@ -12,6 +12,7 @@
 //!
 //! A protocol error ends the run at once (exit 3): Node respawns the child.
 
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -86,8 +87,9 @@ fn unexpected(m: &Message) -> ProtocolError {
     }
 }
 
-/// Runs the data plane on the channel `(r, w)` until it is done. `Ok` is exit 0.
-pub async fn run<R, W>(r: R, w: W) -> Result<(), Fatal>
+/// Runs the data plane on the channel `(r, w)` until it is done; `handover`: Node's IPC channel, where
+/// connections whose first request is Node's go (design §3a). `Ok` is exit 0.
+pub async fn run<R, W>(r: R, w: W, handover: Option<OwnedFd>) -> Result<(), Fatal>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -146,7 +148,13 @@ where
     core.apply(state::StateFrame::from_message(&first)?, epoch_ms());
     let mut generation = first.generation.clone();
     let core = Arc::new(Mutex::new(core));
-    let server = Server::start(&config, core.clone())
+    // Without it (or when it cannot be used), every connection is hyper's, as before §3a.
+    let handover = handover.and_then(|fd| {
+        crate::handover::Handover::start(fd)
+            .map_err(|e| eprintln!("apphost-dataplane: connection hand-over channel: {e}; not used"))
+            .ok()
+    });
+    let server = Server::start(&config, core.clone(), handover)
         .await
         .map_err(Fatal::Listen)?;
     tx.send(&Message::Ready {

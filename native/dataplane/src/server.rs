@@ -20,7 +20,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -29,6 +29,7 @@ use crate::core::Core;
 use crate::errors::shutting_down;
 use crate::fastpath::{FastPath, Settings};
 use crate::handoff::{AnswerBody, Handoff, error_response};
+use crate::handover::{Handover, PEEK_BYTES, first_request_is_nodes};
 use crate::upstream::Upstream;
 
 /// Pause after a failed `accept` (out of descriptors, say) before the next, so the loop does not spin.
@@ -50,6 +51,9 @@ pub enum Phase {
 
 struct Shared {
     handoff: Handoff,
+    /// Node's IPC channel, when Node gave one: connections whose first request is Node's go there whole
+    /// (design §3a).
+    handover: Option<Arc<Handover>>,
     fast: FastPath,
     phase: AtomicU8,
     retry_after: u64,
@@ -70,8 +74,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.listen` and starts serving from `core` (the state the channel loop applies).
-    pub async fn start(config: &Config, core: Arc<Mutex<Core>>) -> std::io::Result<Server> {
+    /// Binds `config.listen` and starts serving from `core` (the state the channel loop applies); with
+    /// `handover`, a connection whose first request is Node's is handed to Node (design §3a).
+    pub async fn start(
+        config: &Config,
+        core: Arc<Mutex<Core>>,
+        handover: Option<Arc<Handover>>,
+    ) -> std::io::Result<Server> {
         let listener = TcpListener::bind((config.listen.host.as_str(), config.listen.port)).await?;
         let port = listener.local_addr()?.port();
         let g = &config.gateway;
@@ -84,6 +93,7 @@ impl Server {
                 g.stream_idle_timeout_ms,
                 g.retry_after_seconds,
             ),
+            handover,
             fast: FastPath {
                 core,
                 upstream: Upstream::new(),
@@ -159,18 +169,26 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watc
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     let shared = shared.clone();
-                    let conn = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .keep_alive(true)
-                        .header_read_timeout(Duration::from_millis(KEEP_ALIVE_IDLE_MS))
-                        .max_buf_size(MAX_HEAD_BYTES)
-                        .serve_connection(
-                            TokioIo::new(stream),
-                            service_fn(move |req| call(shared.clone(), req)),
-                        );
-                    let conn = graceful.watch(conn);
+                    let watcher = graceful.watcher();
+                    let phase = phase.clone();
                     tokio::spawn(async move {
-                        let _ = conn.await;
+                        let stream = match &shared.handover {
+                            Some(h) => match node_or_hyper(stream, h, phase).await {
+                                Some(s) => s,
+                                None => return,
+                            },
+                            None => stream,
+                        };
+                        let conn = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .keep_alive(true)
+                            .header_read_timeout(Duration::from_millis(KEEP_ALIVE_IDLE_MS))
+                            .max_buf_size(MAX_HEAD_BYTES)
+                            .serve_connection(
+                                TokioIo::new(stream),
+                                service_fn(move |req| call(shared.clone(), req)),
+                            );
+                        let _ = watcher.watch(conn).await;
                     });
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await,
@@ -188,6 +206,35 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watc
         }
     }
     graceful.shutdown().await;
+}
+
+/// Design §3a: a new connection's first bytes, peeked (nothing consumed), decide whose it is. Its first
+/// request line holds `async` or `webhookEndpoint`: handed to Node, whole (None). Anything else, or a
+/// hand-over refused (window full, channel closed): hyper's (Some). Silent for KEEP_ALIVE_IDLE_MS (the
+/// bound hyper's `header_read_timeout` puts on it), or still silent at the drain: closed without an
+/// answer (None), as hyper closes it.
+async fn node_or_hyper(
+    stream: TcpStream,
+    handover: &Handover,
+    mut phase: watch::Receiver<Phase>,
+) -> Option<TcpStream> {
+    let mut head = [0u8; PEEK_BYTES];
+    let peeked = tokio::select! {
+        p = tokio::time::timeout(Duration::from_millis(KEEP_ALIVE_IDLE_MS), stream.peek(&mut head)) => p,
+        _ = phase.wait_for(|p| *p == Phase::Draining) => return None,
+    };
+    match peeked {
+        Err(_) => None,
+        Ok(Ok(n)) if n > 0 && first_request_is_nodes(&head[..n]) => {
+            // Out of tokio's reactor first: the descriptor is sent, then closed here.
+            let conn = stream.into_std().ok()?;
+            match handover.hand(conn) {
+                Ok(()) => None,
+                Err(conn) => TcpStream::from_std(conn).ok(),
+            }
+        }
+        Ok(_) => Some(stream),
+    }
 }
 
 fn epoch_ms() -> u64 {
@@ -238,7 +285,7 @@ mod tests {
         // No hand-off socket: every call is a 503 gateway_unavailable, on a connection kept alive.
         let config = Config::example(0, "/nonexistent/apphost-handoff.sock");
         let core = Arc::new(Mutex::new(Core::new(&config)));
-        let server = Server::start(&config, core).await.unwrap();
+        let server = Server::start(&config, core, None).await.unwrap();
         let stream = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -257,5 +304,140 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(KEEP_ALIVE_IDLE_MS + 1_000)).await;
         assert!(conn.is_finished(), "closed once idle past KEEP_ALIVE_IDLE_MS");
         assert!(get(&mut sender).await.is_err());
+    }
+
+    mod handover {
+        use super::*;
+        use crate::handover::{HANDOVER_LINE, HANDOVER_WINDOW};
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::net::UnixStream as StdUnix;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        const ASYNC: &[u8] = b"POST /p/a/run?async=true HTTP/1.1\r\nhost: gw\r\ncontent-length: 0\r\n\r\n";
+        const SYNC: &[u8] = b"POST /p/a/run HTTP/1.1\r\nhost: gw\r\ncontent-length: 0\r\n\r\n";
+
+        /// A server whose hand-off socket does not exist (hyper's answers are 503s), and Node's end of
+        /// the hand-over channel.
+        async fn server() -> (Server, StdUnix) {
+            let config = Config::example(0, "/nonexistent/apphost-handoff.sock");
+            let core = Arc::new(Mutex::new(Core::new(&config)));
+            let (ours, node) = StdUnix::pair().unwrap();
+            node.set_nonblocking(true).unwrap();
+            let h = Handover::start(OwnedFd::from(ours)).unwrap();
+            (Server::start(&config, core, Some(h)).await.unwrap(), node)
+        }
+
+        /// Node's side: one line and the descriptor sent with it, if one comes within `wait_ms`.
+        async fn receive(node: &StdUnix, wait_ms: u64) -> Option<(Vec<u8>, OwnedFd)> {
+            for _ in 0..wait_ms / 10 {
+                let mut data = [0u8; 256];
+                let mut control = [0u8; 64];
+                let mut iov = libc::iovec {
+                    iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                    iov_len: data.len(),
+                };
+                // SAFETY: the buffers live through the call; CMSG_* read the msghdr recvmsg filled in.
+                let got = unsafe {
+                    let mut msg: libc::msghdr = std::mem::zeroed();
+                    msg.msg_iov = &mut iov;
+                    msg.msg_iovlen = 1;
+                    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                    msg.msg_controllen = control.len() as _;
+                    let n = libc::recvmsg(node.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT);
+                    if n > 0 {
+                        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+                        assert!(!cmsg.is_null(), "a descriptor comes with the line");
+                        assert_eq!((*cmsg).cmsg_type, libc::SCM_RIGHTS);
+                        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const i32);
+                        Some((data[..n as usize].to_vec(), OwnedFd::from_raw_fd(fd)))
+                    } else {
+                        None
+                    }
+                };
+                if got.is_some() {
+                    return got;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            None
+        }
+
+        async fn status_of(c: &mut TcpStream) -> String {
+            let mut buf = [0u8; 512];
+            let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .unwrap();
+            String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        }
+
+        async fn caller(server: &Server, first: &[u8]) -> TcpStream {
+            let mut c = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
+            c.write_all(first).await.unwrap();
+            c
+        }
+
+        #[tokio::test]
+        async fn a_connection_whose_first_call_is_async_is_handed_to_node_whole() {
+            let (server, node) = server().await;
+            let mut c = caller(&server, ASYNC).await;
+            let (line, fd) = receive(&node, 2_000).await.expect("handed over");
+            assert_eq!(line, HANDOVER_LINE);
+            // Nothing was consumed: Node reads the request itself, and answers on the caller's connection.
+            let mut conn = std::net::TcpStream::from(fd);
+            let mut head = [0u8; 512];
+            let n = std::io::Read::read(&mut conn, &mut head).unwrap();
+            assert!(head[..n].starts_with(b"POST /p/a/run?async=true HTTP/1.1\r\n"));
+            std::io::Write::write_all(&mut conn, b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                .unwrap();
+            assert_eq!(status_of(&mut c).await, "HTTP/1.1 202 Accepted");
+
+            // A connection whose first call is sync is hyper's (here its 503: no hand-off socket).
+            let mut s = caller(&server, SYNC).await;
+            assert_eq!(status_of(&mut s).await, "HTTP/1.1 503 Service Unavailable");
+            assert!(receive(&node, 200).await.is_none());
+        }
+
+        #[tokio::test]
+        async fn with_the_window_full_or_the_channel_closed_hyper_serves_the_connection() {
+            let (server, node) = server().await;
+            let (mut callers, mut fds) = (Vec::new(), Vec::new());
+            for _ in 0..HANDOVER_WINDOW {
+                callers.push(caller(&server, ASYNC).await);
+                fds.push(receive(&node, 2_000).await.expect("handed over").1);
+            }
+            // HANDOVER_WINDOW un-ACKed: the next async-first connection is served by hyper, at once.
+            let mut over = caller(&server, ASYNC).await;
+            assert_eq!(status_of(&mut over).await, "HTTP/1.1 503 Service Unavailable");
+            assert!(receive(&node, 200).await.is_none());
+
+            // One ACK frees one place.
+            (&node).write_all_ack();
+            let _next = caller(&server, ASYNC).await;
+            assert!(receive(&node, 2_000).await.is_some(), "handed over after an ACK");
+
+            // Node's end gone: hyper serves.
+            for _ in 0..HANDOVER_WINDOW {
+                (&node).write_all_ack();
+            }
+            drop(node);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut after = caller(&server, ASYNC).await;
+            assert_eq!(status_of(&mut after).await, "HTTP/1.1 503 Service Unavailable");
+        }
+
+        trait Ack {
+            fn write_all_ack(self);
+        }
+        impl Ack for &StdUnix {
+            fn write_all_ack(self) {
+                let mut s = self;
+                std::io::Write::write_all(&mut s, b"{\"cmd\":\"NODE_HANDLE_ACK\"}\n").unwrap();
+            }
+        }
     }
 }
