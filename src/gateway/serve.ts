@@ -3,7 +3,7 @@
  * ops server and the shutdown sequence. main.ts (cluster) and local/test entrypoints differ only in
  * the AppResolver they pass.
  */
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -34,6 +34,7 @@ import { nativeMode, nativeSettings } from './dataplane/native.ts';
 import type { ProcessUsage } from './dataplane/proc-usage.ts';
 import type { SpawnDataPlane } from './dataplane/supervise.ts';
 import { createGateway, type Gateway } from './gateway.ts';
+import { createPublicServer, type PublicServer } from './public-server.ts';
 import { type KeySetSource, watchKeySetFile } from './run-token-key-file.ts';
 import { cachedRunTokenVerifier } from './token-cache.ts';
 
@@ -166,11 +167,9 @@ export async function serveGateway(opts: {
   if (worker) await retryJetStreamSetup('starting the run worker', () => worker.start(), setup);
   reporter.start(balancer, worker?.held);
 
-  // After SIGTERM, calls still arriving on kept-alive connections (a proxy's pool) are served and
-  // answered with Connection: close, so the proxy retires each connection instead of racing our close.
-  let handingOver = false;
   const callback = gateway.callback();
-  // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket.
+  // Native mode: the data plane owns APPHOST_GATEWAY_PORT and Node serves its hand-offs on a socket (and,
+  // through the same public server as node mode's, the connections it hands over whole: native.ts).
   const front = native
     ? await native.start({
         callback,
@@ -181,14 +180,11 @@ export async function serveGateway(opts: {
       })
     : undefined;
   let server: Server;
+  let publicServer: PublicServer | undefined;
   if (front) server = front.server;
   else {
-    server = createServer((req, res) => {
-      if (handingOver) res.setHeader('Connection', 'close');
-      callback(req, res);
-    });
-    // Keep-alive sockets idle longer than a typical load balancer's, so it never reuses a closed one.
-    server.keepAliveTimeout = 65_000;
+    publicServer = createPublicServer(callback);
+    server = publicServer.server;
     await listen(server, env.APPHOST_GATEWAY_PORT, env.APPHOST_GATEWAY_HOST, 'APPHOST_GATEWAY_PORT');
   }
   const checks: ReadinessCheck[] = [
@@ -246,7 +242,7 @@ export async function serveGateway(opts: {
           // Stop accepting (net.Server's close: http.Server's would also drop idle kept-alive connections
           // a proxy may be sending on right now), then serve what still comes on open ones, each answer
           // closing its connection, until none is open or the bound passes.
-          handingOver = true;
+          publicServer?.handOver();
           NetServer.prototype.close.call(server);
           await connectionsClosed(server, env.APPHOST_GATEWAY_CONNECTION_HANDOVER_MS);
         },

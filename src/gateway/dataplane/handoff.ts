@@ -218,6 +218,28 @@ async function clearStaleSocket(path: string): Promise<void> {
   unlinkSync(path);
 }
 
+/**
+ * `server` listening on the socket file `path`, mode 0600: a stale file left by a dead process is removed
+ * first; a live one, or a file that is not a socket, is refused.
+ */
+export async function listenOnSocketFile(server: Server, path: string): Promise<void> {
+  await clearStaleSocket(path);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ path }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  // The folder keeps others out meanwhile (an emptyDir, or a temp dir of mode 0700); then the socket too.
+  try {
+    chmodSync(path, 0o600);
+  } catch (err) {
+    server.close();
+    throw err;
+  }
+}
+
 /** Listens on `opts.path` (mode 0600) and serves handed-off calls until `close()`. */
 export async function serveHandoff(opts: HandoffServerOptions): Promise<HandoffServer> {
   const { path, callback, log } = opts;
@@ -268,21 +290,7 @@ export async function serveHandoff(opts: HandoffServerOptions): Promise<HandoffS
       this.once('close', () => clearTimeout(timer));
     };
   });
-  await clearStaleSocket(path);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ path }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  // The folder keeps others out meanwhile (an emptyDir, or a temp dir of mode 0700); then the socket too.
-  try {
-    chmodSync(path, 0o600);
-  } catch (err) {
-    server.close();
-    throw err;
-  }
+  await listenOnSocketFile(server, path);
   log.info({ path }, 'hand-off socket listening');
 
   let closing: Promise<void> | undefined;

@@ -6,20 +6,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
+import { createServer as createNetServer, Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { SyncCall } from '../../runs/sync-calls.ts';
 import type { AppLoad } from '../../shared/contracts/scaling.ts';
 import type { AppResolver } from '../../shared/contracts/seams.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { MetricsSource, ReadinessCheck } from '../../shared/ops.ts';
 import type { GatewayEnv } from '../config.ts';
+import { createPublicServer } from '../public-server.ts';
 import { mergedMetrics } from '../questions.ts';
 import type { RememberedToken } from '../token-cache.ts';
 import { configFrame, type DataPlaneSettings, dataPlaneSettings } from './config-frame.ts';
 import { createStateFeed, type StateFeed, teeReplicas } from './feed.ts';
-import { serveHandoff } from './handoff.ts';
+import { listenOnSocketFile, serveHandoff } from './handoff.ts';
 import { type ProcessUsage, procUsage } from './proc-usage.ts';
 import {
   type DataPlaneSupervisor,
@@ -30,6 +31,13 @@ import {
 
 /** The hand-off socket's name in APPHOST_GATEWAY_DATA_PLANE_DIR. */
 export const HANDOFF_SOCKET_NAME = 'handoff.sock';
+/**
+ * The socket the public server for handed-over connections listens on (design §3a), in the same folder.
+ * Nothing connects to it: node:http tracks a server's connections (closeIdleConnections,
+ * closeAllConnections, the headers and request timeouts' checker) only from its 'listening' event
+ * (`setupConnectionsTracking`), and a listening server is the supported way to have that.
+ */
+export const HANDED_SOCKET_NAME = 'handed.sock';
 
 /** Native mode's settings: the `config` frame's, and where the binary and the socket are. */
 export interface NativeSettings extends DataPlaneSettings {
@@ -124,7 +132,12 @@ export interface NativeFront {
   /** The port the data plane listens on. */
   port: number;
   check: ReadinessCheck;
-  /** Shutdown: `drain{handover}`, then the data plane's handover period (APPHOST_GATEWAY_CONNECTION_HANDOVER_MS). */
+  /** Callers' connections the data plane handed to Node whole (design §3a) that are still open. */
+  handedConnections(): number;
+  /**
+   * Shutdown: `drain{handover}` and the handed connections answered with `Connection: close`, then the
+   * handover period (APPHOST_GATEWAY_CONNECTION_HANDOVER_MS).
+   */
   handover(): Promise<void>;
   /** Shutdown: `drain{drain}` until the child exits (bounded), then the hand-off server closes. */
   drain(): Promise<void>;
@@ -169,6 +182,22 @@ async function startNativeFront(
   // The data plane does not report the port it bound (v1): a port of 0 (tests, `apphost dev`) is
   // chosen here, the way the kernel would, and given to it.
   const port = settings.port === 0 ? await freePort(settings.host) : settings.port;
+  // Design §3a: the connections the data plane hands over whole, served by node mode's public server.
+  const handed = createPublicServer(opts.callback);
+  await listenOnSocketFile(handed.server, join(settings.dir, HANDED_SOCKET_NAME));
+  /** Handed connections still open (getConnections does not count emitted sockets). */
+  const handedOpen = new Set<Socket>();
+  const handedOver = new Counter({
+    name: 'apphost_gateway_dataplane_connections_handed_over_total',
+    help: "Callers' connections the native data plane handed to Node whole, their first request being an async call or one with webhookEndpoint (served as node mode serves them)",
+    registers: [opts.registry],
+  });
+  const takeConnection = (socket: Socket) => {
+    handedOver.inc();
+    handedOpen.add(socket);
+    socket.once('close', () => handedOpen.delete(socket));
+    handed.server.emit('connection', socket);
+  };
   const supervisor = superviseDataPlane({
     spawn:
       opts.spawn ??
@@ -181,6 +210,7 @@ async function startNativeFront(
     usage: opts.usage ?? procUsage(),
     ...(opts.publishLoad ? { onLoad: opts.publishLoad } : {}),
     ...(opts.recordSyncCall ? { onRecords: recordsTo(opts.recordSyncCall) } : {}),
+    onConnection: takeConnection,
   });
   supervisor.start();
   const front: NativeFront = {
@@ -194,6 +224,10 @@ async function startNativeFront(
     },
     async handover() {
       supervisor.handover();
+      // The handed connections as node mode's own (serve.ts): stop accepting (net.Server's close keeps the
+      // idle ones), answer with Connection: close from now on.
+      handed.handOver();
+      NetServer.prototype.close.call(handed.server);
       await new Promise((r) => setTimeout(r, settings.connectionHandoverMs));
     },
     async drain() {
@@ -201,12 +235,17 @@ async function startNativeFront(
       await supervisor.drain();
       await handoff.close();
     },
+    handedConnections: () => handedOpen.size,
     shutdownSteps: (gateway) => [
       { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
       {
         name: 'drain data plane and gateway',
         run: async () => {
+          // The handed connections as node mode drains its own: idle ones closed now, the rest after the
+          // gateway's drain.
+          handed.server.closeIdleConnections();
           await Promise.all([front.drain(), gateway.drain()]);
+          handed.server.closeAllConnections();
         },
       },
       { name: 'stop the data plane feed', run: async () => opts.stopFeed() },
