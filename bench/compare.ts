@@ -18,7 +18,10 @@
  * skips SSE), COMPARE_SSE_WARMUP (10), COMPARE_FLOOR (0), COMPARE_FUNCTION (echo; `first` for
  * streamed calls under load), COMPARE_DELAY_MS (0: each connection's pause
  * after an answer in the sync rounds, for CPU per call at about the same rate), COMPARE_CHART_OPTIONS (0:
- * 1 runs every gateway with the chart's node options and malloc settings), BENCH_CONNECTIONS (32). Run it under the bench lock on a shared machine.
+ * 1 runs every gateway with the chart's node options and malloc settings), BENCH_CONNECTIONS (32),
+ * COMPARE_DATA_PLANE_BINS (none: `<name>=<path>,...` runs those variants in native mode with that
+ * apphost-dataplane binary, e.g. one built from the same commit; their CPU is Node's and the data plane's
+ * added up, /proc of the process tree). Run it under the bench lock on a shared machine.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -42,6 +45,8 @@ import {
   REPO_ROOT,
   STOP_GRACE_MS,
   startNodeChild,
+  tempDir,
+  treeCpuSeconds,
   writeSyscalls,
 } from './support/parts.ts';
 import { envNumber } from './support/report.ts';
@@ -67,6 +72,13 @@ const DELAY_MS = envNumber('COMPARE_DELAY_MS', 0);
 const FUNCTION = process.env.COMPARE_FUNCTION ?? 'echo';
 /** Unmeasured SSE calls per variant first (with COMPARE_ROUNDS=0, also the gateways' only JIT warm-up). */
 const SSE_WARMUP = envNumber('COMPARE_SSE_WARMUP', 10);
+/** Variants run in native mode, by name: the apphost-dataplane binary each runs. */
+const DATA_PLANE_BINS = new Map(
+  (process.env.COMPARE_DATA_PLANE_BINS ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => kv.split('=') as [string, string]),
+);
 
 const specs = process.argv.slice(2).map((arg) => {
   const m = /^([\w.-]+)=([^:]+)(?::(.*))?$/.exec(arg);
@@ -125,6 +137,13 @@ try {
         APPHOST_RUN_TOKEN_KEYS_FILE: keyFile,
         APPHOST_RUN_WORKER: 'false',
         APPHOST_BENCH_APPS: JSON.stringify([app]),
+        ...(DATA_PLANE_BINS.has(s.name)
+          ? {
+              APPHOST_GATEWAY_DATA_PLANE: 'native',
+              APPHOST_GATEWAY_DATA_PLANE_BIN: DATA_PLANE_BINS.get(s.name) as string,
+              APPHOST_GATEWAY_DATA_PLANE_DIR: tempDir('apphost-compare-dp-'),
+            }
+          : {}),
         // The flags are the variant's own, after the chart's with COMPARE_CHART_OPTIONS=1.
         NODE_OPTIONS: CHART_OPTIONS ? chartGatewayNodeOptions() : '',
         ...(CHART_OPTIONS ? chartGatewayMallocEnv() : {}),
@@ -180,9 +199,11 @@ try {
         ...(DELAY_MS > 0 && !async ? { delayMs: DELAY_MS } : {}),
       };
       if (WARMUP > 0) await loadGen.run({ ...spec, durationSeconds: WARMUP });
-      const cpu0 = procCpuSeconds(g.pid);
+      // A native variant's CPU is its Node's and its data plane's (the process tree).
+      const cpu = DATA_PLANE_BINS.has(g.name) ? treeCpuSeconds : procCpuSeconds;
+      const cpu0 = cpu(g.pid);
       const x = await loadGen.run(spec);
-      const cpuMs = ((procCpuSeconds(g.pid) - cpu0) * 1000) / x.requests;
+      const cpuMs = ((cpu(g.pid) - cpu0) * 1000) / x.requests;
       if (async) (g as (typeof gateways)[number]).asyncRounds.push({ ...x, cpuMs });
       else g.rounds.push({ ...x, cpuMs });
       process.stdout.write(
