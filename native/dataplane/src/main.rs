@@ -15,7 +15,8 @@ use apphost_dataplane::channel::ChannelError;
 use apphost_dataplane::message::PROTOCOL_VERSION;
 use apphost_dataplane::run::{Fatal, run};
 
-/// The control channel's descriptor: Node spawns the child with `stdio: ['ignore', 'inherit', 'inherit', 'pipe']`.
+/// The control channel's descriptor: Node spawns the child with `stdio: ['ignore', 'inherit', 'inherit',
+/// 'pipe', 'ipc']` (fd 4, Node's IPC channel, is the connection hand-over's: handover.rs).
 const CHANNEL_FD: i32 = 3;
 
 /// Exit codes Node's supervisor tells apart (design §4, "When something breaks").
