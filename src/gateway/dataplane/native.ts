@@ -201,7 +201,11 @@ async function startNativeFront(
   const supervisor = superviseDataPlane({
     spawn:
       opts.spawn ??
-      spawnDataPlane(settings.bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: String(settings.threads) }),
+      spawnDataPlane(
+        settings.bin,
+        { APPHOST_GATEWAY_DATA_PLANE_THREADS: String(settings.threads) },
+        takeConnection,
+      ),
     config: configFrame({ ...settings, port }, path, opts.replicasReported),
     feed: opts.feed,
     log: log.child({ component: 'dataplane' }),
@@ -210,7 +214,6 @@ async function startNativeFront(
     usage: opts.usage ?? procUsage(),
     ...(opts.publishLoad ? { onLoad: opts.publishLoad } : {}),
     ...(opts.recordSyncCall ? { onRecords: recordsTo(opts.recordSyncCall) } : {}),
-    onConnection: takeConnection,
   });
   supervisor.start();
   const front: NativeFront = {

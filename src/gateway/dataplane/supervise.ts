@@ -67,42 +67,38 @@ export interface DataPlaneChild {
   kill(signal: NodeJS.Signals): void;
   /** Called once, when the child has exited (or could not be started: code null, signal null, error set). */
   onExit(cb: (code: number | null, signal: NodeJS.Signals | null, error?: Error) => void): void;
-  /**
-   * Each caller's connection the child hands over whole (design §3a), a `net.Socket` from Node's IPC
-   * channel. Absent: the child has no such channel (a test's spawn).
-   */
-  onConnection?(cb: (socket: Socket) => void): void;
 }
 
 export type SpawnDataPlane = () => DataPlaneChild;
 
 /**
  * The real spawn: `bin` with stdin ignored, stdout/stderr inherited (its access and error lines join
- * Node's), fd 3 a Unix socketpair (the control channel) and fd 4 Node's IPC channel (json; Node puts
- * `NODE_CHANNEL_FD` in its environment), on which the child hands over callers' connections whole in
- * Node's own handle-passing format (design §3a). `env` is the child's whole environment besides those
- * (the data plane reads only APPHOST_GATEWAY_DATA_PLANE_THREADS from it; nothing secret is passed).
+ * Node's) and fd 3 a Unix socketpair (the control channel). With `onConnection`, fd 4 is Node's IPC
+ * channel too (json; Node puts `NODE_CHANNEL_FD` in its environment), on which the child hands over
+ * callers' connections whole in Node's own handle-passing format (design §3a), each given to
+ * `onConnection` as a net.Socket; without, the child has no such channel and serves every connection.
+ * `env` is the child's whole environment besides those (the data plane reads only
+ * APPHOST_GATEWAY_DATA_PLANE_THREADS from it; nothing secret is passed).
  */
-export function spawnDataPlane(bin: string, env: Record<string, string>): SpawnDataPlane {
+export function spawnDataPlane(
+  bin: string,
+  env: Record<string, string>,
+  onConnection?: (socket: Socket) => void,
+): SpawnDataPlane {
   return () => {
     const child = spawnProcess(bin, [], {
-      stdio: ['ignore', 'inherit', 'inherit', 'pipe', 'ipc'],
+      stdio: ['ignore', 'inherit', 'inherit', 'pipe', ...(onConnection ? (['ipc'] as const) : [])],
       serialization: 'json',
       env,
     });
-    const connectionListeners: Array<(socket: Socket) => void> = [];
     // Node's child_process turns the child's `NODE_HANDLE` line and its descriptor into a net.Socket (and
     // ACKs it); anything else on the channel is not ours: a stray handle is closed.
-    child.on('message', (msg: unknown, handle: unknown) => {
-      const isConnection =
-        handle instanceof Socket && (msg as { apphost?: unknown } | null)?.apphost === 'connection';
-      if (!isConnection) {
-        (handle as { destroy?: () => void; close?: () => void } | undefined)?.destroy?.();
-        return;
-      }
-      if (connectionListeners.length === 0) handle.destroy();
-      for (const l of connectionListeners) l(handle);
-    });
+    if (onConnection)
+      child.on('message', (msg: unknown, handle: unknown) => {
+        if (handle instanceof Socket && (msg as { apphost?: unknown } | null)?.apphost === 'connection')
+          onConnection(handle);
+        else (handle as { destroy?: () => void } | undefined)?.destroy?.();
+      });
     let exited = false;
     const listeners: Array<(code: number | null, signal: NodeJS.Signals | null, error?: Error) => void> = [];
     const done = (code: number | null, signal: NodeJS.Signals | null, error?: Error) => {
@@ -121,9 +117,6 @@ export function spawnDataPlane(bin: string, env: Record<string, string>): SpawnD
       },
       onExit: (cb) => {
         listeners.push(cb);
-      },
-      onConnection: (cb) => {
-        connectionListeners.push(cb);
       },
     };
   };
@@ -217,8 +210,6 @@ export function superviseDataPlane(opts: {
   onLoad?: (apps: LoadMessage['apps']) => void;
   /** Its admitted sync-call records (`records`): the gateway's `recordSyncCall`, each. */
   onRecords?: (records: RecordsMessage['records']) => void;
-  /** A caller's connection it handed over whole (design §3a); without, such a connection is closed. */
-  onConnection?: (socket: Socket) => void;
   timers?: SupervisorTimers;
 }): DataPlaneSupervisor {
   const { feed, log } = opts;
@@ -430,10 +421,6 @@ export function superviseDataPlane(opts: {
     // A write after the child died (EPIPE) or a reset: the exit that follows is what counts.
     child.channel.on('error', () => endRun(r));
     child.onExit((code, signal, error) => onExit(r, code, signal, error));
-    child.onConnection?.((socket) => {
-      if (opts.onConnection) opts.onConnection(socket);
-      else socket.destroy();
-    });
   };
 
   /** The first frame was refused: log the builds for a version skew (never the frame otherwise). */

@@ -10,11 +10,12 @@ import type { BalancerSettings } from '../../../src/gateway/balancer/balancer.ts
 import { balancerSettings, parseGatewayEnv } from '../../../src/gateway/config.ts';
 import { balancerFrame, dataPlaneConfig, gatewayFrame } from '../../../src/gateway/dataplane/config-frame.ts';
 import { createStateFeed } from '../../../src/gateway/dataplane/feed.ts';
-import { serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
-import { recordsTo } from '../../../src/gateway/dataplane/native.ts';
+import { listenOnSocketFile, serveHandoff } from '../../../src/gateway/dataplane/handoff.ts';
+import { HANDED_SOCKET_NAME, recordsTo } from '../../../src/gateway/dataplane/native.ts';
 import { procUsage } from '../../../src/gateway/dataplane/proc-usage.ts';
 import type { ConfigMessage } from '../../../src/gateway/dataplane/protocol.ts';
 import { spawnDataPlane, superviseDataPlane } from '../../../src/gateway/dataplane/supervise.ts';
+import { createPublicServer } from '../../../src/gateway/public-server.ts';
 import type { GatewaySettings } from '../../../src/gateway/settings.ts';
 import { cachedRunTokenVerifier, type RememberedToken } from '../../../src/gateway/token-cache.ts';
 import type { SyncCall } from '../../../src/runs/sync-calls.ts';
@@ -250,10 +251,14 @@ export async function frontGateway(
   if (mode === 'node') return listen(gateway.callback());
   if (mode !== 'native') throw new Error(`APPHOST_TEST_DATA_PLANE must be node or native, not ${mode}`);
   const bin = buildDataPlane();
-  const path = join(tempDir('apphost-front-'), 'handoff.sock');
+  const dir = tempDir('apphost-front-');
+  const path = join(dir, 'handoff.sock');
   const log = silentLogger();
   const registry = new Registry();
   const handoff = await serveHandoff({ path, callback: gateway.callback(), log, registry });
+  // The connections the data plane hands over whole (design §3a), served as native.ts serves them.
+  const handed = createPublicServer(gateway.callback());
+  await listenOnSocketFile(handed.server, join(dir, HANDED_SOCKET_NAME));
   const port = await freePort();
   const env = parseGatewayEnv({
     APPHOST_PLATFORM_KEY: 'front-gateway-platform-key-0123',
@@ -277,7 +282,9 @@ export async function frontGateway(
   if (opts.verifier) relays.get(opts.verifier)?.attach((t) => feed.remember(t));
   opts.resolver?.watchReplicas?.({ ...feed.replicas });
   const supervisor = superviseDataPlane({
-    spawn: spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' }),
+    spawn: spawnDataPlane(bin, { APPHOST_GATEWAY_DATA_PLANE_THREADS: '1' }, (socket) =>
+      handed.server.emit('connection', socket),
+    ),
     config: withSettings(
       dataPlaneConfig(env, path, opts.resolver?.watchReplicas !== undefined),
       opts.settings,
@@ -301,6 +308,8 @@ export async function frontGateway(
   stopDataPlaneOf.set(handoff.server, async () => {
     supervisor.handover();
     await supervisor.drain();
+    handed.server.closeAllConnections();
+    await new Promise((r) => handed.server.close(r));
     stopApps?.();
     stopDomains?.();
   });
