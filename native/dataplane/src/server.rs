@@ -430,6 +430,26 @@ mod tests {
             assert_eq!(status_of(&mut after).await, "HTTP/1.1 503 Service Unavailable");
         }
 
+        /// A connection that sends nothing is closed after KEEP_ALIVE_IDLE_MS, as hyper's header read
+        /// bound closes it, and not before: the peek waits no longer than hyper would.
+        #[tokio::test(start_paused = true)]
+        async fn a_silent_connection_is_closed_at_the_head_bound_as_hyper_closes_it() {
+            let (server, _node) = server().await;
+            let mut c = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
+            let mut buf = [0u8; 16];
+            let early = tokio::time::timeout(
+                Duration::from_millis(KEEP_ALIVE_IDLE_MS - 1_000),
+                c.read(&mut buf),
+            )
+            .await;
+            assert!(early.is_err(), "still open 1 s before the bound");
+            let closed = tokio::time::timeout(Duration::from_millis(2_000), c.read(&mut buf)).await;
+            assert!(
+                matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+                "closed without an answer once the bound passed"
+            );
+        }
+
         trait Ack {
             fn write_all_ack(self);
         }
