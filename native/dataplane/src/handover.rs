@@ -243,14 +243,25 @@ fn finish(sock: RawFd, mut rest: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether `head` (a connection's first bytes, peeked) holds a whole request line whose target's query
-/// has the gateway's own `async` or `webhookEndpoint` parameter (`gateway_params`: the fast path's rule).
-/// A line not complete within `head` is not Node's here (hyper serves it; the fast path decides per call).
+/// Request headers a forwarding proxy adds (RFC 9110 §7.6.3 `Via`, RFC 7239 `Forwarded`, and the de facto
+/// `X-Forwarded-For` ingress-nginx and Envoy set): a first request carrying one came through a proxy.
+const FORWARDED_BY: [&[u8]; 3] = [b"x-forwarded-for", b"forwarded", b"via"];
+
+/// Whether `head` (a connection's first bytes, peeked) holds a whole request head whose target's query
+/// has the gateway's own `async` or `webhookEndpoint` parameter (`gateway_params`: the fast path's rule)
+/// and which no proxy forwarded (`FORWARDED_BY`). A proxy pools its upstream connections and sends many
+/// callers' calls on each (design §3a.5): such a connection stays the data plane's, whose fast path
+/// decides per call. A head not complete within `head` is not Node's here either (hyper serves it).
 pub fn first_request_is_nodes(head: &[u8]) -> bool {
-    let Some(end) = head.iter().position(|&b| b == b'\n') else {
+    let Some(end) = head_end(head) else {
         return false;
     };
-    let line = &head[..end];
+    let mut lines = head[..end]
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let Some(line) = lines.next() else {
+        return false;
+    };
     let mut parts = line.split(|&b| b == b' ');
     let (Some(_method), Some(target)) = (parts.next(), parts.next()) else {
         return false;
@@ -262,7 +273,26 @@ pub fn first_request_is_nodes(head: &[u8]) -> bool {
         return false;
     };
     let (is_async, webhook) = crate::query::gateway_params(query);
-    is_async || webhook
+    if !(is_async || webhook) {
+        return false;
+    }
+    !lines.any(|h| {
+        let name = h.split(|&b| b == b':').next().unwrap_or(h).trim_ascii();
+        FORWARDED_BY.iter().any(|f| name.eq_ignore_ascii_case(f))
+    })
+}
+
+/// Where a request head ends in `bytes` (the index of the blank line's start), if it ends there.
+fn head_end(bytes: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
+        let line = &bytes[start..start + n];
+        if start > 0 && (line.is_empty() || line == b"\r") {
+            return Some(start);
+        }
+        start += n + 1;
+    }
+    None
 }
 
 /// The IPC channel Node's `spawn` gave this process (`NODE_CHANNEL_FD`, json serialization), from the
@@ -290,21 +320,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_connection_is_nodes_when_its_first_request_line_has_the_gateways_own_parameters() {
+    fn a_connection_is_nodes_when_its_first_request_head_has_the_gateways_own_parameters() {
         assert!(first_request_is_nodes(
-            b"POST /p/a/run?async=true HTTP/1.1\r\nHost: x\r\n"
+            b"POST /p/a/run?async=true HTTP/1.1\r\nHost: x\r\n\r\n"
         ));
         assert!(first_request_is_nodes(
-            b"POST /p/a/run?x=1&webhookEndpoint=http%3A%2F%2Fh HTTP/1.1\r\n"
+            b"POST /p/a/run?x=1&webhookEndpoint=http%3A%2F%2Fh HTTP/1.1\r\n\r\n{\"a\":1}"
         ));
-        assert!(first_request_is_nodes(b"POST /p/a/run?%61sync HTTP/1.1\r\n"));
-        // A sync call, a line not complete in the peeked bytes, a parameter only in a header: hyper's.
-        assert!(!first_request_is_nodes(b"POST /p/a/run?x=async HTTP/1.1\r\n"));
+        assert!(first_request_is_nodes(
+            b"POST /p/a/run?%61sync HTTP/1.1\nHost: x\n\n"
+        ));
+        // A sync call, a head not complete in the peeked bytes, a parameter only in a header: hyper's.
+        assert!(!first_request_is_nodes(b"POST /p/a/run?x=async HTTP/1.1\r\n\r\n"));
         assert!(!first_request_is_nodes(
-            b"POST /p/a/run HTTP/1.1\r\nX: ?async=true\r\n"
+            b"POST /p/a/run HTTP/1.1\r\nX: ?async=true\r\n\r\n"
         ));
         assert!(!first_request_is_nodes(b"POST /p/a/run?async=true HTTP/1."));
+        assert!(!first_request_is_nodes(
+            b"POST /p/a/run?async=true HTTP/1.1\r\nHost: x\r\n"
+        ));
         assert!(!first_request_is_nodes(b""));
+    }
+
+    #[test]
+    fn a_connection_a_proxy_forwards_stays_the_data_planes() {
+        for h in [
+            "X-Forwarded-For: 10.0.0.1",
+            "x-forwarded-for:10.0.0.1",
+            "Forwarded: for=10.0.0.1",
+            "VIA: 1.1 nginx",
+        ] {
+            let head = format!("POST /p/a/run?async=true HTTP/1.1\r\nHost: x\r\n{h}\r\n\r\n");
+            assert!(!first_request_is_nodes(head.as_bytes()), "{h}");
+        }
+        // Names that only start like one are not a proxy's.
+        assert!(first_request_is_nodes(
+            b"POST /p/a/run?async=true HTTP/1.1\r\nX-Forwarded-Proto: https\r\nViaduct: 1\r\n\r\n"
+        ));
     }
 
     #[test]

@@ -209,7 +209,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut phase: watc
 }
 
 /// Design §3a: a new connection's first bytes, peeked (nothing consumed), decide whose it is. Its first
-/// request line holds `async` or `webhookEndpoint`: handed to Node, whole (None). Anything else, or a
+/// request head holds `async` or `webhookEndpoint` and no proxy's header: handed to Node, whole (None). Anything else, or a
 /// hand-over refused (window full, channel closed): hyper's (Some). Silent for KEEP_ALIVE_IDLE_MS (the
 /// bound hyper's `header_read_timeout` puts on it), or still silent at the drain: closed without an
 /// answer (None), as hyper closes it.

@@ -87,7 +87,7 @@ describe.skipIf(!!skip)(
     });
 
     /** One kept-alive connection (undici's Client), and how many times it connected. */
-    const connection = () => {
+    const connection = (extraHeaders: Record<string, string> = {}) => {
       const client = new Client(`http://127.0.0.1:${port}`, { pipelining: 1 });
       clients.push(client);
       let connects = 0;
@@ -98,7 +98,7 @@ describe.skipIf(!!skip)(
         const res = await client.request({
           path: `/v4/${P}/hello/echo${query}`,
           method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...extraHeaders },
           body: JSON.stringify(body),
         });
         const text = await res.body.text();
@@ -143,6 +143,18 @@ describe.skipIf(!!skip)(
       expect(c.connects()).toBe(1);
       expect(await asyncHandoffs()).toBe(before.handoffs + 2);
       expect(await handedOver()).toBe(before.handed);
+    });
+
+    it('a proxy’s connection (X-Forwarded-For) that opens with an async call stays the data plane’s: a proxy pools it for many callers', async () => {
+      const before = { handoffs: await asyncHandoffs(), handed: await handedOver() };
+      const c = connection({ 'x-forwarded-for': '203.0.113.7' });
+      for (let i = 0; i < 2; i++) expect((await c.call('?async=true')).status).toBe(202);
+      const sync = await c.call('', { y: 3 });
+      expect(sync.status, sync.text).toBe(200);
+      expect(JSON.parse(sync.text)).toEqual({ echo: { y: 3 } });
+      expect(c.connects()).toBe(1);
+      expect(await handedOver()).toBe(before.handed);
+      expect(await asyncHandoffs()).toBe(before.handoffs + 2);
     });
 
     it('SIGTERM with a handed connection open: its next answer says Connection: close, and the gateway exits 0 within its bound', async () => {
