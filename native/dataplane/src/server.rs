@@ -450,6 +450,27 @@ mod tests {
             );
         }
 
+        /// At the drain, a connection still silent in the peek is closed at once, as hyper's graceful
+        /// shutdown closes an idle connection: the drain does not wait for it up to its bound.
+        #[tokio::test]
+        async fn the_drain_closes_a_connection_still_silent_in_the_peek_at_once() {
+            let (server, _node) = server().await;
+            let mut c = TcpStream::connect(("127.0.0.1", server.port())).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let t0 = std::time::Instant::now();
+            assert!(
+                server.drain(Duration::from_secs(3)).await,
+                "every connection ended within the drain bound"
+            );
+            assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+            let mut buf = [0u8; 16];
+            let closed = tokio::time::timeout(Duration::from_secs(1), c.read(&mut buf)).await;
+            assert!(
+                matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+                "closed without an answer"
+            );
+        }
+
         trait Ack {
             fn write_all_ack(self);
         }
