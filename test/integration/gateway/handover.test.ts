@@ -91,12 +91,16 @@ describe.skipIf(!!skip)(
       const client = new Client(`http://127.0.0.1:${port}`, { pipelining: 1 });
       clients.push(client);
       let connects = 0;
+      let closedAt: number | undefined;
       client.on('connect', () => {
         connects += 1;
       });
-      const call = async (query: string, body: unknown = { x: 1 }) => {
+      client.on('disconnect', () => {
+        closedAt ??= Date.now();
+      });
+      const call = async (query: string, body: unknown = { x: 1 }, fn = 'echo') => {
         const res = await client.request({
-          path: `/v4/${P}/hello/echo${query}`,
+          path: `/v4/${P}/hello/${fn}${query}`,
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...extraHeaders },
           body: JSON.stringify(body),
@@ -104,7 +108,7 @@ describe.skipIf(!!skip)(
         const text = await res.body.text();
         return { status: res.statusCode, headers: res.headers, text };
       };
-      return { call, connects: () => connects };
+      return { call, connects: () => connects, closedAt: () => closedAt };
     };
     const metrics = async () => (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
     const counter = (text: string, series: string) => {
@@ -157,9 +161,16 @@ describe.skipIf(!!skip)(
       expect(await asyncHandoffs()).toBe(before.handoffs + 2);
     });
 
-    it('SIGTERM with a handed connection open: its next answer says Connection: close, and the gateway exits 0 within its bound', async () => {
+    it('SIGTERM with a handed connection open: its next answer says Connection: close, an idle one is closed when the drain starts (node mode’s closeIdleConnections, not at exit), and the gateway exits 0 within its bound', async () => {
       const c = connection();
       expect((await c.call('?async=true')).status).toBe(202);
+      const idle = connection();
+      expect((await idle.call('?async=true')).status).toBe(202);
+      // A sync call on the data plane's own connection keeps the drain (and the process) busy for 2 s.
+      const busy = connection();
+      expect((await busy.call('', { y: 0 })).status).toBe(200);
+      const slow = busy.call('', { seconds: 2 }, 'sleep').then((r) => ({ ...r, at: Date.now() }));
+      await new Promise((r) => setTimeout(r, 200));
       const t0 = Date.now();
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
@@ -168,6 +179,12 @@ describe.skipIf(!!skip)(
       const next = await c.call('?async=true');
       expect(next.status, next.text).toBe(202);
       expect(next.headers.connection).toBe('close');
+      const answered = await slow;
+      expect(answered.status, answered.text).toBe(200);
+      // node:http tracks the handed connections (handed.sock's listening): the idle one went at the drain's
+      // start, while the slow call still ran.
+      expect(idle.closedAt(), 'the idle handed connection closed').toBeDefined();
+      expect(idle.closedAt()).toBeLessThan(answered.at - 500);
       expect(await exited).toBe(0);
       expect(Date.now() - t0).toBeLessThan(EXIT_BOUND_MS);
     });
