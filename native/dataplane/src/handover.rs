@@ -37,7 +37,8 @@ const NACK: &str = "{\"cmd\":\"NODE_HANDLE_NACK\"}";
 pub const PEEK_BYTES: usize = 4096;
 
 /// Bound on finishing a line `sendmsg` wrote in part (never seen: see `HANDOVER_WINDOW`); past it the
-/// channel is given up (a split line would lose the handle on Node's side).
+/// channel is given up (Node keeps the fd of a line's first part until the line completes; a line never
+/// completed would hold it, and every later line would be read as its rest).
 pub const HANDOVER_WRITE_BOUND_MS: i32 = 1_000;
 
 /// The channel to Node, shared by the connections' tasks.
