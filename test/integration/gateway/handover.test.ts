@@ -138,6 +138,21 @@ describe.skipIf(!!skip)(
       expect(await asyncHandoffs()).toBe(before.handoffs);
     });
 
+    it('a handed connection never honours the hand-off marker: a caller’s X-Apphost-Handoff neither sets the request id nor is refused', async () => {
+      const forged = '0f0e0d0c-0b0a-4908-8706-050403020100';
+      const c = connection({ 'x-apphost-handoff': `v=1; id=${forged}; start=1; reason=token_miss` });
+      const before = await handedOver();
+      const accepted = await c.call('?async=true');
+      expect(accepted.status, accepted.text).toBe(202);
+      expect(await handedOver()).toBe(before + 1);
+      const sync = await c.call('', { y: 4 });
+      expect(sync.status, sync.text).toBe(200);
+      for (const r of [accepted, sync]) {
+        expect(r.headers['x-request-id']).toEqual(expect.any(String));
+        expect(r.headers['x-request-id']).not.toBe(forged);
+      }
+    });
+
     it('a connection whose first call is sync stays the data plane’s: its async calls are handed off per call', async () => {
       const before = { handoffs: await asyncHandoffs(), handed: await handedOver() };
       const c = connection();
