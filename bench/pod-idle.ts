@@ -9,13 +9,15 @@
  * variant's flags. Rounds are interleaved (the order reversed every other round), one gateway at a time
  * against one NATS server and runtime; per round and variant: Node's RSS split into file-backed and
  * anonymous (smaps_rollup), the data plane's own, the sum, and the sum again POD_IDLE_SECONDS later.
- * Settings: POD_IDLE_ROUNDS (6), POD_IDLE_SECONDS (3). Nothing is written to RESULTS.md. Run it under the
- * bench lock. docs/benchmarks.md, "The pod's idle (issue 16, thirteenth round)".
+ * Settings: POD_IDLE_ROUNDS (6), POD_IDLE_SECONDS (3), POD_IDLE_TRAFFIC (1: during those seconds the
+ * gateway gets a pod's idle traffic — probes and a Prometheus scrape, support/idle-traffic.ts — as `make
+ * bench`'s settled reading; 0: nothing). Nothing is written to RESULTS.md. Run it under the bench lock. docs/benchmarks.md, "The pod's idle (issue 16, thirteenth round)".
  */
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { exportCommitTree } from './support/commit-tree.ts';
+import { settleIdle } from './support/idle-traffic.ts';
 import {
   addedRssBytes,
   compileGatewayEntry,
@@ -29,6 +31,7 @@ import { envNumber } from './support/report.ts';
 
 const ROUNDS = envNumber('POD_IDLE_ROUNDS', 6);
 const LATER_SECONDS = envNumber('POD_IDLE_SECONDS', 3);
+const TRAFFIC = envNumber('POD_IDLE_TRAFFIC', 1) > 0;
 const DEFAULT_BIN = join(REPO_ROOT, 'build', 'bin', 'apphost-dataplane');
 
 const specs = process.argv.slice(2).map((arg) => {
@@ -74,7 +77,9 @@ for (const { commit } of specs) {
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 try {
   await Promise.all([parts.nats(), parts.runtime()]);
-  process.stdout.write(`load average ${load()} at the start\n`);
+  process.stdout.write(
+    `load average ${load()} at the start; ${LATER_SECONDS} s later: ${TRAFFIC ? "with a pod's idle traffic" : 'no traffic'}\n`,
+  );
   const results = new Map<
     string,
     Array<{ pod: number; later: number; node: number; anon: number; dp: number }>
@@ -93,8 +98,10 @@ try {
         const node = procStatusBytes(g.pid, 'VmRSS');
         const anon = anonymousBytes(g.pid);
         const dp = addedRssBytes(dpPid, g.pid);
-        await new Promise((r) => setTimeout(r, LATER_SECONDS * 1000));
-        const later = procStatusBytes(g.pid, 'VmRSS') + addedRssBytes(dpPid, g.pid);
+        const podNow = () => procStatusBytes(g.pid, 'VmRSS') + addedRssBytes(dpPid, g.pid);
+        if (TRAFFIC) await settleIdle([{ opsUrl: g.opsUrl, read: podNow }], LATER_SECONDS);
+        else await new Promise((r) => setTimeout(r, LATER_SECONDS * 1000));
+        const later = podNow();
         const r = { pod: node + dp, later, node, anon, dp };
         results.set(s.name, [...(results.get(s.name) ?? []), r]);
         process.stdout.write(

@@ -33,6 +33,7 @@ const Env = z.object({
   BENCH_WARMUP_SECONDS: int(3, 0),
   BENCH_CONNECTIONS: int(32, 1),
   BENCH_ROUNDS: int(2, 1),
+  BENCH_IDLE_SETTLE_SECONDS: int(60, 0),
   BENCH_STREAM_REQUESTS: int(500, 5),
   BENCH_WEBHOOK_BACKLOG: int(10_000, 10),
   BENCH_WEBHOOK_WARMUP: int(20_000, 0),
@@ -106,6 +107,7 @@ async function main(): Promise<number> {
       webhookPaced: env.BENCH_WEBHOOK_PACED,
       webhookRate: env.BENCH_WEBHOOK_RATE,
       operatorApps: env.BENCH_OPERATOR_APPS,
+      idleSettleSeconds: env.BENCH_IDLE_SETTLE_SECONDS,
     },
   };
 

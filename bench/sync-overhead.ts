@@ -8,6 +8,13 @@
  */
 import { join } from 'node:path';
 import { type BenchContext, errorNote } from './support/context.ts';
+import {
+  IDLE_HEALTHZ_MS,
+  IDLE_READYZ_MS,
+  IDLE_SCRAPE_MS,
+  type IdleReading,
+  settleIdle,
+} from './support/idle-traffic.ts';
 import type { LoadResult, LoadSpec } from './support/load.ts';
 import { type Nginx, startNginx } from './support/nginx.ts';
 import {
@@ -149,6 +156,30 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
   const rssBeforeNativeNode = viaNative?.pid ? procStatusBytes(viaNative.pid, 'VmRSS') : Number.NaN;
   const nativePid = viaNative?.pid ? processTree(viaNative.pid).find((p) => p !== viaNative.pid) : undefined;
   const dataPlaneAdds = viaNative?.pid && nativePid ? addedRssBytes(nativePid, viaNative.pid) : Number.NaN;
+  // The same idle gateways again after a pod's idle traffic for settings.idleSettleSeconds: the figure at
+  // `listening` comes before V8's first old-space collections and the code a running pod touches.
+  let settled: { node: IdleReading; pod?: IdleReading } | undefined;
+  if (settings.idleSettleSeconds > 0) {
+    process.stdout.write(
+      `    idle: ${settings.idleSettleSeconds} s of probes and scrapes before the settled reading\n`,
+    );
+    const nativeNode = viaNative?.pid;
+    const [node, pod] = await settleIdle(
+      [
+        { opsUrl: gw.opsUrl, read: () => procStatusBytes(gw.pid, 'VmRSS') },
+        ...(native instanceof Error || !nativeNode || !nativePid
+          ? []
+          : [
+              {
+                opsUrl: native.opsUrl,
+                read: () => procStatusBytes(nativeNode, 'VmRSS') + addedRssBytes(nativePid, nativeNode),
+              },
+            ]),
+      ],
+      settings.idleSettleSeconds,
+    );
+    if (node) settled = { node, ...(pod ? { pod } : {}) };
+  }
   const memBefore = await gatewayMemory(gw.opsUrl);
   try {
     for (const v of variants) await check(v.url, v.headers);
@@ -313,7 +344,29 @@ export async function syncOverhead(ctx: BenchContext): Promise<void> {
       variant: 'gateway (native data plane) peak RSS',
       other:
         `${fmtBytes(peakNative)}: VmHWM of Node and the data plane added up, at the same load (Node's ${fmtBytes(procStatusBytes(viaNative.pid, 'VmHWM'))}; node mode: ${fmtBytes(peak)}); ` +
-        `before the load: Node's RSS ${fmtBytes(rssBeforeNativeNode)} + the data plane's own pages ${fmtBytes(dataPlaneAdds)} (anonymous, and files Node does not map) = ${fmtBytes(rssBeforeNativeNode + dataPlaneAdds)}, the pod's idle`,
+        `before the load: Node's RSS ${fmtBytes(rssBeforeNativeNode)} + the data plane's own pages ${fmtBytes(dataPlaneAdds)} (anonymous, and files Node does not map) = ${fmtBytes(rssBeforeNativeNode + dataPlaneAdds)}, the pod's idle at \`listening\``,
+    });
+  }
+  const idleTraffic =
+    `/readyz every ${IDLE_READYZ_MS / 1000} s, /healthz every ${IDLE_HEALTHZ_MS / 1000} s, ` +
+    `/metrics every ${IDLE_SCRAPE_MS / 1000} s`;
+  const range = (r: IdleReading) => `${fmtBytes(r.min)}–${fmtBytes(r.max)}`;
+  if (settled?.pod) {
+    report.row({
+      benchmark: 'memory',
+      variant: 'gateway (native data plane) idle, settled',
+      other:
+        `${fmtBytes(settled.pod.end)} (Node's RSS + the data plane's own pages) after ${settings.idleSettleSeconds} s idle ` +
+        `with a pod's idle traffic (${idleTraffic}); ${range(settled.pod)} over its second half; at \`listening\` ${fmtBytes(rssBeforeNativeNode + dataPlaneAdds)}`,
+    });
+  }
+  if (settled) {
+    report.row({
+      benchmark: 'memory',
+      variant: 'gateway idle, settled',
+      other:
+        `${fmtBytes(settled.node.end)} RSS after the same ${settings.idleSettleSeconds} s (node mode); ` +
+        `${range(settled.node)} over its second half; at \`listening\` ${fmtBytes(rssBefore)}`,
     });
   }
 }

@@ -30,6 +30,12 @@ export interface BenchSettings {
   webhookRate: number;
   /** App counts for the operator benchmark (BENCH_OPERATOR_APPS, default "100,1000"). */
   operatorApps: number[];
+  /**
+   * Seconds the idle gateways receive a pod's idle traffic (probes, scrapes: support/idle-traffic.ts) after
+   * the memory row's reading at `listening`, before its second, settled reading; 0 skips it
+   * (BENCH_IDLE_SETTLE_SECONDS, default 60).
+   */
+  idleSettleSeconds: number;
 }
 
 export interface BenchContext {
