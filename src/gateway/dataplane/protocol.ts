@@ -244,6 +244,8 @@ export const SENT_BY: Readonly<Record<MessageType, 'node' | 'dataplane'>> = {
 };
 
 const isMessageType = (t: string): t is MessageType => Object.hasOwn(schemas, t);
+/** Every frame's `v`, built once: a zod schema built per frame was most of an idle gateway's allocation. */
+const VersionSchema = uint();
 
 // --- payloads ---------------------------------------------------------------------------------------
 
@@ -265,7 +267,7 @@ export function parsePayload(payload: Uint8Array, at: 'node' | 'dataplane'): Mes
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new ProtocolError(ProtocolErrorCode.FrameMalformed, 'not a JSON object');
   const obj = value as Record<string, unknown>;
-  const v = uint().safeParse(obj.v);
+  const v = VersionSchema.safeParse(obj.v);
   if (!v.success)
     throw new ProtocolError(ProtocolErrorCode.FrameMalformed, 'no non-negative integer field "v"');
   if (v.data !== DATAPLANE_PROTOCOL_VERSION)
