@@ -82,7 +82,7 @@ try {
   );
   const results = new Map<
     string,
-    Array<{ pod: number; later: number; node: number; anon: number; dp: number }>
+    Array<{ pod: number; later: number; node: number; anon: number; dp: number; laterAnon: number }>
   >();
   for (let round = 0; round < ROUNDS; round++) {
     for (const s of round % 2 ? [...specs].reverse() : specs) {
@@ -102,11 +102,12 @@ try {
         if (TRAFFIC) await settleIdle([{ opsUrl: g.opsUrl, read: podNow }], LATER_SECONDS);
         else await new Promise((r) => setTimeout(r, LATER_SECONDS * 1000));
         const later = podNow();
-        const r = { pod: node + dp, later, node, anon, dp };
+        const laterAnon = anonymousBytes(g.pid);
+        const r = { pod: node + dp, later, node, anon, dp, laterAnon };
         results.set(s.name, [...(results.get(s.name) ?? []), r]);
         process.stdout.write(
           `round ${round + 1} ${s.name}: pod ${mib(r.pod)} MiB = Node ${mib(node)} (file-backed ${mib(node - anon)}, ` +
-            `anonymous ${mib(anon)}) + data plane ${mib(dp)}; ${LATER_SECONDS} s later ${mib(later)} (load ${load()})\n`,
+            `anonymous ${mib(anon)}) + data plane ${mib(dp)}; ${LATER_SECONDS} s later ${mib(later)} (Node's anonymous ${mib(laterAnon)}) (load ${load()})\n`,
         );
       } finally {
         await g.proc.stop(STOP_GRACE_MS);
@@ -118,7 +119,7 @@ try {
     const pick = (k: keyof (typeof rs)[number]) => rs.map((r) => r[k]);
     process.stdout.write(
       `${name}: pod median ${mib(median(pick('pod')))} MiB (${pick('pod').map(mib).join(' / ')}); Node ${mib(median(pick('node')))} ` +
-        `(anonymous ${mib(median(pick('anon')))}), data plane ${mib(median(pick('dp')))}; ${LATER_SECONDS} s later ${mib(median(pick('later')))}\n`,
+        `(anonymous ${mib(median(pick('anon')))}), data plane ${mib(median(pick('dp')))}; ${LATER_SECONDS} s later ${mib(median(pick('later')))} (${pick('later').map(mib).join(' / ')}; Node's anonymous ${mib(median(pick('laterAnon')))})\n`,
     );
   }
   process.stdout.write(`load average ${load()} at the end\n`);
