@@ -166,6 +166,32 @@ describe.skipIf(!!skip)(
       expect(h.spawned).toHaveLength(1);
     });
 
+    it('spawned without a taker of handed connections (no onConnection): no IPC channel, and the data plane answers an async-first connection itself', async () => {
+      const h = await start();
+      await whenReady(h);
+      // Here its answer is a 503 (no hand-off socket). With an IPC channel and nobody taking the socket,
+      // the connection would be handed to Node and never answered.
+      const head = await new Promise<string>((resolve, reject) => {
+        const s = connect(h.port, '127.0.0.1');
+        let got = '';
+        const timer = setTimeout(() => {
+          s.destroy();
+          reject(new Error(`no answer within 5 s (got ${JSON.stringify(got)})`));
+        }, 5_000);
+        s.on('data', (d) => {
+          got += String(d);
+          if (got.includes('\r\n')) {
+            clearTimeout(timer);
+            s.destroy();
+            resolve(got.split('\r\n')[0] ?? '');
+          }
+        });
+        s.on('error', reject);
+        s.write('POST /v4/p/a/run?async=true HTTP/1.1\r\nhost: gw\r\ncontent-length: 0\r\n\r\n');
+      });
+      expect(head).toBe('HTTP/1.1 503 Service Unavailable');
+    });
+
     it('not ready while the state is not applied: hello matched, config sent, no snapshot yet', async () => {
       let release: (() => void) | undefined;
       const h = await start({
