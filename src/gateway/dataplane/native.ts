@@ -132,8 +132,6 @@ export interface NativeFront {
   /** The port the data plane listens on. */
   port: number;
   check: ReadinessCheck;
-  /** Callers' connections the data plane handed to Node whole (design §3a) that are still open. */
-  handedConnections(): number;
   /**
    * Shutdown: `drain{handover}` and the handed connections answered with `Connection: close`, then the
    * handover period (APPHOST_GATEWAY_CONNECTION_HANDOVER_MS).
@@ -185,8 +183,6 @@ async function startNativeFront(
   // Design §3a: the connections the data plane hands over whole, served by node mode's public server.
   const handed = createPublicServer(opts.callback);
   await listenOnSocketFile(handed.server, join(settings.dir, HANDED_SOCKET_NAME));
-  /** Handed connections still open (getConnections does not count emitted sockets). */
-  const handedOpen = new Set<Socket>();
   const handedOver = new Counter({
     name: 'apphost_gateway_dataplane_connections_handed_over_total',
     help: "Callers' connections the native data plane handed to Node whole, their first request being an async call or one with webhookEndpoint (served as node mode serves them)",
@@ -194,8 +190,6 @@ async function startNativeFront(
   });
   const takeConnection = (socket: Socket) => {
     handedOver.inc();
-    handedOpen.add(socket);
-    socket.once('close', () => handedOpen.delete(socket));
     handed.server.emit('connection', socket);
   };
   const supervisor = superviseDataPlane({
@@ -238,7 +232,6 @@ async function startNativeFront(
       await supervisor.drain();
       await handoff.close();
     },
-    handedConnections: () => handedOpen.size,
     shutdownSteps: (gateway) => [
       { name: 'data plane: hand kept-alive connections back', run: () => front.handover() },
       {
