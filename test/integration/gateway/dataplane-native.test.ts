@@ -6,8 +6,8 @@
  * includes the data plane, a killed data plane makes the pod unready until its respawn,
  * SIGTERM drains both and exits 0. Node mode is what every other gateway suite runs.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { request } from 'undici';
@@ -19,17 +19,8 @@ import { LOAD_SUBJECTS, type LoadReport } from '../../../src/shared/contracts/sc
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
-import { buildDataPlane, noCargo } from './dataplane-binary.ts';
-import {
-  closeServer,
-  listen,
-  REPO_ROOT,
-  type Runtime,
-  resolvedApp,
-  sample,
-  startRuntime,
-  tempDir,
-} from './helpers.ts';
+import { buildDataPlane, noCargo, spawnNativeGateway } from './dataplane-binary.ts';
+import { closeServer, listen, type Runtime, resolvedApp, sample, startRuntime, tempDir } from './helpers.ts';
 
 const P = 'proj-native';
 const START_TIMEOUT_MS = 60_000;
@@ -70,38 +61,19 @@ describe.skipIf(!!skip)(
       const keysFile = join(dir, 'run-token-keys.json');
       writeFileSync(keysFile, JSON.stringify(keys));
       token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
-      child = spawn(process.execPath, [join(REPO_ROOT, 'test/integration/gateway/entry.ts')], {
-        env: {
-          ...process.env,
-          NATS_URL: nats.url,
-          APPHOST_LOG_LEVEL: 'info',
-          APPHOST_OPS_PORT: String(opsPort),
-          APPHOST_GATEWAY_PORT: String(port),
-          APPHOST_GATEWAY_HOST: '127.0.0.1',
-          APPHOST_PLATFORM_KEY: 'native-test-platform-key-0123',
-          APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
-          APPHOST_GATEWAY_DATA_PLANE: 'native',
-          APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
-          APPHOST_GATEWAY_DATA_PLANE_DIR: dir,
-          APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '3000',
-          APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: '300',
-          APPHOST_RUN_STOP_TIMEOUT_MS: '3000',
-          APPHOST_TEST_APPS: JSON.stringify([
-            resolvedApp(P, 'hello', runtime.url),
-            resolvedApp(P, 'shop', shop.url, { runtime: 'custom' }),
-          ]),
-          APPHOST_TEST_HOSTS: JSON.stringify({ [SHOP_HOST]: { projectId: P, appName: 'shop' } }),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+      child = await spawnNativeGateway({
+        dir,
+        bin,
+        natsUrl: nats.url,
+        port,
+        opsPort,
+        keysFile,
+        platformKey: 'native-test-platform-key-0123',
+        apps: [resolvedApp(P, 'hello', runtime.url), resolvedApp(P, 'shop', shop.url, { runtime: 'custom' })],
+        hosts: { [SHOP_HOST]: { projectId: P, appName: 'shop' } },
+        logFile,
+        startTimeoutMs: START_TIMEOUT_MS,
       });
-      const log = createWriteStream(logFile);
-      child.stdout?.pipe(log);
-      child.stderr?.pipe(log);
-      await waitFor(
-        `the native gateway ready (log: ${logFile})`,
-        async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
-        START_TIMEOUT_MS,
-      );
     });
 
     afterAll(async () => {

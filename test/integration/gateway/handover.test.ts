@@ -7,16 +7,16 @@
  * plane's, which hands its async calls off one by one; SIGTERM answers a handed connection's next call
  * with `Connection: close` and the gateway exits within its bound.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
-import { freePort, waitFor } from '../../harness/process.ts';
-import { buildDataPlane, noCargo } from './dataplane-binary.ts';
-import { REPO_ROOT, type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
+import { freePort } from '../../harness/process.ts';
+import { buildDataPlane, noCargo, spawnNativeGateway } from './dataplane-binary.ts';
+import { type Runtime, resolvedApp, startRuntime, tempDir } from './helpers.ts';
 
 const P = 'proj-handover';
 const START_TIMEOUT_MS = 60_000;
@@ -49,34 +49,18 @@ describe.skipIf(!!skip)(
       const keysFile = join(dir, 'run-token-keys.json');
       writeFileSync(keysFile, JSON.stringify(keys));
       token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
-      child = spawn(process.execPath, [join(REPO_ROOT, 'test/integration/gateway/entry.ts')], {
-        env: {
-          ...process.env,
-          NATS_URL: nats.url,
-          APPHOST_LOG_LEVEL: 'info',
-          APPHOST_OPS_PORT: String(opsPort),
-          APPHOST_GATEWAY_PORT: String(port),
-          APPHOST_GATEWAY_HOST: '127.0.0.1',
-          APPHOST_PLATFORM_KEY: 'handover-test-platform-key-0123',
-          APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
-          APPHOST_GATEWAY_DATA_PLANE: 'native',
-          APPHOST_GATEWAY_DATA_PLANE_BIN: bin,
-          APPHOST_GATEWAY_DATA_PLANE_DIR: dir,
-          APPHOST_GATEWAY_DRAIN_TIMEOUT_MS: '3000',
-          APPHOST_GATEWAY_CONNECTION_HANDOVER_MS: '300',
-          APPHOST_RUN_STOP_TIMEOUT_MS: '3000',
-          APPHOST_TEST_APPS: JSON.stringify([resolvedApp(P, 'hello', runtime.url)]),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+      child = await spawnNativeGateway({
+        dir,
+        bin,
+        natsUrl: nats.url,
+        port,
+        opsPort,
+        keysFile,
+        platformKey: 'handover-test-platform-key-0123',
+        apps: [resolvedApp(P, 'hello', runtime.url)],
+        logFile,
+        startTimeoutMs: START_TIMEOUT_MS,
       });
-      const log = createWriteStream(logFile);
-      child.stdout?.pipe(log);
-      child.stderr?.pipe(log);
-      await waitFor(
-        `the native gateway ready (log: ${logFile})`,
-        async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
-        START_TIMEOUT_MS,
-      );
     });
 
     afterAll(async () => {
