@@ -17,7 +17,6 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { request } from 'undici';
@@ -28,6 +27,7 @@ import { startNats } from '../test/harness/nats.ts';
 import { freePort, waitFor } from '../test/harness/process.ts';
 import { exportCommitTree } from './support/commit-tree.ts';
 import {
+  anonymousBytes,
   chartGatewayMallocEnv,
   chartGatewayNodeOptions,
   PLATFORM_KEY,
@@ -38,6 +38,7 @@ import {
   TSC_TIMEOUT_MS,
   tempDir,
 } from './support/parts.ts';
+import { loadAverageNow } from './support/report.ts';
 
 const exec = promisify(execFile);
 const ROUNDS = Number(process.env.IDLE_ROUNDS ?? 3);
@@ -60,20 +61,8 @@ if (specs.length < 1) {
   process.stderr.write('usage: node bench/gateway-idle.ts <name>=<commit>[:<node flags>] ...\n');
   process.exit(2);
 }
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' / ');
+const load = loadAverageNow;
 const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
-/** Anonymous bytes of a process's resident memory (smaps_rollup); the rest of its RSS is file-backed. */
-const anonymousBytes = (pid: number) => {
-  try {
-    const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : Number.NaN;
-  } catch {
-    return Number.NaN;
-  }
-};
 
 /** Each commit's src/ compiled as the image's dist/ is. */
 const mains = new Map<string, string>();

@@ -13,13 +13,12 @@
  * gateway gets a pod's idle traffic — probes and a Prometheus scrape, support/idle-traffic.ts — as `make
  * bench`'s settled reading; 0: nothing). Nothing is written to RESULTS.md. Run it under the bench lock. docs/benchmarks.md, "The pod's idle (issue 16, thirteenth round)".
  */
-import { readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { exportCommitTree } from './support/commit-tree.ts';
 import { settleIdle } from './support/idle-traffic.ts';
 import {
   addedRssBytes,
+  anonymousBytes,
   compileGatewayEntry,
   createParts,
   processTree,
@@ -27,7 +26,7 @@ import {
   REPO_ROOT,
   STOP_GRACE_MS,
 } from './support/parts.ts';
-import { envNumber } from './support/report.ts';
+import { envNumber, loadAverageNow } from './support/report.ts';
 
 const ROUNDS = envNumber('POD_IDLE_ROUNDS', 6);
 const LATER_SECONDS = envNumber('POD_IDLE_SECONDS', 3);
@@ -51,16 +50,9 @@ if (specs.length < 1) {
   );
   process.exit(2);
 }
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' / ');
+const load = loadAverageNow;
 const mib = (bytes: number) => (bytes / 1048576).toFixed(2);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-const anonymousBytes = (pid: number) =>
-  Number(
-    /^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? Number.NaN,
-  ) * 1024;
 
 // Each commit's benchmark gateway compiled and bundled as `make bench` does.
 const entries = new Map<string, string>();

@@ -158,6 +158,16 @@ export async function compileGatewayEntry(root = REPO_ROOT): Promise<string> {
   return entry;
 }
 
+/** Anonymous bytes of a process's resident memory (smaps_rollup); the rest of its RSS is file-backed. */
+export function anonymousBytes(pid: number): number {
+  try {
+    const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Reads a `Vm*` field of /proc/<pid>/status in bytes (NaN when unreadable, e.g. not Linux). */
 export function procStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   try {
