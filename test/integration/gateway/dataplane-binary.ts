@@ -4,9 +4,10 @@
  * skip (`make test` has cargo; hack/ensure-rust.sh says what it looks for).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { waitFor } from '../../harness/process.ts';
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -39,7 +40,8 @@ export interface NativeGatewayOptions {
   natsUrl: string;
   port: number;
   opsPort: number;
-  keysFile: string;
+  /** The project a run token is issued for (valid an hour), signed by a key set written into `dir`. */
+  projectId: string;
   platformKey: string;
   /** APPHOST_TEST_APPS: entry.ts's static resolver. */
   apps: unknown[];
@@ -52,10 +54,16 @@ export interface NativeGatewayOptions {
 
 /**
  * The gateway process in native mode (test/integration/gateway/entry.ts: a static resolver), its output in
- * `logFile`, once its /readyz answers 200; short handover, drain and run-stop bounds so a SIGTERM test ends
- * quickly.
+ * `logFile`, once its /readyz answers 200, and a run token for `projectId`; short handover, drain and
+ * run-stop bounds so a SIGTERM test ends quickly.
  */
-export async function spawnNativeGateway(o: NativeGatewayOptions): Promise<ChildProcess> {
+export async function spawnNativeGateway(
+  o: NativeGatewayOptions,
+): Promise<{ child: ChildProcess; token: string }> {
+  const keys = { keys: [await generateSigningKey()] };
+  const keysFile = join(o.dir, 'run-token-keys.json');
+  writeFileSync(keysFile, JSON.stringify(keys));
+  const token = await issueRunToken(keys, o.projectId, new Date(Date.now() + 3600_000));
   const child = spawn(process.execPath, [join(REPO_ROOT, 'test/integration/gateway/entry.ts')], {
     env: {
       ...process.env,
@@ -65,7 +73,7 @@ export async function spawnNativeGateway(o: NativeGatewayOptions): Promise<Child
       APPHOST_GATEWAY_PORT: String(o.port),
       APPHOST_GATEWAY_HOST: '127.0.0.1',
       APPHOST_PLATFORM_KEY: o.platformKey,
-      APPHOST_RUN_TOKEN_KEYS_FILE: o.keysFile,
+      APPHOST_RUN_TOKEN_KEYS_FILE: keysFile,
       APPHOST_GATEWAY_DATA_PLANE: 'native',
       APPHOST_GATEWAY_DATA_PLANE_BIN: o.bin,
       APPHOST_GATEWAY_DATA_PLANE_DIR: o.dir,
@@ -85,5 +93,5 @@ export async function spawnNativeGateway(o: NativeGatewayOptions): Promise<Child
     async () => (await fetch(`http://127.0.0.1:${o.opsPort}/readyz`)).ok,
     o.startTimeoutMs,
   );
-  return child;
+  return { child, token };
 }

@@ -7,7 +7,7 @@
  * SIGTERM drains both and exits 0. Node mode is what every other gateway suite runs.
  */
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { request } from 'undici';
@@ -16,7 +16,6 @@ import { PROCESS_ANSWER_TIMEOUT_MS } from '../../../src/gateway/questions.ts';
 import { createSyncCallReader } from '../../../src/runs/sync-call-reader.ts';
 import type { RunRecord } from '../../../src/shared/contracts/messaging.ts';
 import { LOAD_SUBJECTS, type LoadReport } from '../../../src/shared/contracts/scaling.ts';
-import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort, waitFor } from '../../harness/process.ts';
 import { buildDataPlane, noCargo, spawnNativeGateway } from './dataplane-binary.ts';
@@ -57,23 +56,19 @@ describe.skipIf(!!skip)(
           );
         }),
       ]);
-      const keys = { keys: [await generateSigningKey()] };
-      const keysFile = join(dir, 'run-token-keys.json');
-      writeFileSync(keysFile, JSON.stringify(keys));
-      token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
-      child = await spawnNativeGateway({
+      ({ child, token } = await spawnNativeGateway({
         dir,
         bin,
         natsUrl: nats.url,
         port,
         opsPort,
-        keysFile,
+        projectId: P,
         platformKey: 'native-test-platform-key-0123',
         apps: [resolvedApp(P, 'hello', runtime.url), resolvedApp(P, 'shop', shop.url, { runtime: 'custom' })],
         hosts: { [SHOP_HOST]: { projectId: P, appName: 'shop' } },
         logFile,
         startTimeoutMs: START_TIMEOUT_MS,
-      });
+      }));
     });
 
     afterAll(async () => {

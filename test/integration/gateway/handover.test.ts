@@ -8,11 +8,9 @@
  * with `Connection: close` and the gateway exits within its bound.
  */
 import type { ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey, issueRunToken } from '../../../src/shared/run-tokens.ts';
 import { type NatsServer, startNats } from '../../harness/nats.ts';
 import { freePort } from '../../harness/process.ts';
 import { buildDataPlane, noCargo, spawnNativeGateway } from './dataplane-binary.ts';
@@ -45,22 +43,18 @@ describe.skipIf(!!skip)(
         freePort(),
         freePort(),
       ]);
-      const keys = { keys: [await generateSigningKey()] };
-      const keysFile = join(dir, 'run-token-keys.json');
-      writeFileSync(keysFile, JSON.stringify(keys));
-      token = await issueRunToken(keys, P, new Date(Date.now() + 3600_000));
-      child = await spawnNativeGateway({
+      ({ child, token } = await spawnNativeGateway({
         dir,
         bin,
         natsUrl: nats.url,
         port,
         opsPort,
-        keysFile,
+        projectId: P,
         platformKey: 'handover-test-platform-key-0123',
         apps: [resolvedApp(P, 'hello', runtime.url)],
         logFile,
         startTimeoutMs: START_TIMEOUT_MS,
-      });
+      }));
     });
 
     afterAll(async () => {
