@@ -12,6 +12,7 @@ import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from '../src/gatew
 import type { AppCall, AppCaller, AppResolver, ResolvedApp } from '../src/shared/contracts/seams.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { onShutdownSignal } from '../src/shared/shutdown.ts';
+import { releaseStartupHeap } from '../src/shared/startup-heap.ts';
 
 // As src/cli/main.ts: with source maps on (the chart's NODE_OPTIONS), only our own code's are loaded.
 if (process.sourceMapsEnabled) setSourceMapsSupport(true, { nodeModules: false });
@@ -58,6 +59,8 @@ const run = await runGateway({
   onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
 });
 onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);
+// As main.ts: the start-up heap given back (with the chart's --expose-gc) before `listening` is printed.
+releaseStartupHeap(globalThis.gc);
 if (run.role !== 'process') {
   await run.started();
   // The pid is the primary's with several processes: the benchmark adds up its children's CPU.

@@ -7,6 +7,7 @@
 import { availableParallelism } from 'node:os';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { onShutdownSignal } from '../shared/shutdown.ts';
+import { releaseStartupHeap } from '../shared/startup-heap.ts';
 import { type GatewayEnv, gatewayKubeSettings, parseGatewayEnv } from './config.ts';
 import { gatewayProcessCount, PROCESS_INDEX_ENV, runGateway } from './processes.ts';
 
@@ -24,6 +25,8 @@ export async function main(env: NodeJS.ProcessEnv): Promise<void> {
     onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
   });
   onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);
+  // Whatever its role: the primary of several processes has its own start-up heap too.
+  releaseStartupHeap(globalThis.gc);
 }
 
 /** One gateway process with the cluster's resolver and key Secret watch. */

@@ -88,7 +88,7 @@ describe('charts/apphost', () => {
       expect(r.code, r.stderr).toBe(0);
       return /name: NODE_OPTIONS\n\s+value: "([^"]*)"/.exec(r.stdout)?.[1];
     };
-    expect(await env([])).toBe('--max-semi-space-size=8');
+    expect(await env([])).toBe('--max-semi-space-size=8 --expose-gc');
     expect(await env(['--set', 'gateway.nodeOptions=--max-semi-space-size=4 --max-old-space-size=256'])).toBe(
       '--max-semi-space-size=4 --max-old-space-size=256',
     );

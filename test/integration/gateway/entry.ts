@@ -12,6 +12,7 @@ import { serveGateway } from '../../../src/gateway/serve.ts';
 import type { ResolvedApp } from '../../../src/shared/contracts/seams.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { onShutdownSignal } from '../../../src/shared/shutdown.ts';
+import { releaseStartupHeap } from '../../../src/shared/startup-heap.ts';
 import { waitFor } from '../../harness/process.ts';
 import { buildDataPlane } from './dataplane-binary.ts';
 import { staticResolver, tempDir } from './helpers.ts';
@@ -62,6 +63,7 @@ const run = await runGateway({
   onPrimaryGone: () => process.kill(process.pid, 'SIGTERM'),
 });
 onShutdownSignal(log, run.shutdownBoundMs, run.shutdownSteps, run.signals);
+releaseStartupHeap(globalThis.gc);
 if (run.role !== 'process') {
   await run.started();
   // The data plane binds the port once it has its config and state: a caller told the port can call.
