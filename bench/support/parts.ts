@@ -337,6 +337,8 @@ export interface Parts {
    * another tree) with data plane binary `bin` and `nodeArgs`; the caller stops it (bench/pod-idle.ts).
    */
   startNativeGateway(name: string, entry: string, bin: string, nodeArgs: string[]): Promise<GatewayChild>;
+  /** The same in node mode (no data plane): from `entry` with `nodeArgs`; the caller stops it (bench/ops-alloc.ts). */
+  startNodeGateway(name: string, entry: string, nodeArgs: string[]): Promise<GatewayChild>;
   /** A bare Node proxy (node:http + undici dispatch) to the runtime: the floor of the sync rows. */
   bareProxy(): Promise<BareProxy>;
   /** A run token for PROJECT, valid for the whole run. */
@@ -512,6 +514,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     gatewayNative,
     startNativeGateway: (name, entry, bin, nodeArgs) =>
       startGateway(name, false, true, 1, nativeEnv(bin), { entry, nodeArgs }),
+    startNodeGateway: (name, entry, nodeArgs) => startGateway(name, false, true, 1, {}, { entry, nodeArgs }),
     bareProxy,
     token,
     async stop() {
