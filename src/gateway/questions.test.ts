@@ -1,4 +1,4 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createQuestions, type MetricsJson, mergedMetrics, type QuestionTimers } from './questions.ts';
 
@@ -106,6 +106,114 @@ describe('the merged /metrics', () => {
     expect(await mergedMetrics(node, [Promise.resolve(undefined)])).toContain(
       'apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 1',
     );
+  });
+
+  /** What mergedMetrics wrote before session 34: prom-client's aggregate and writer, `omit` kept for Node alone. */
+  const prometheusClients = async (own: Registry, others: MetricsJson[]) => {
+    const named = new Set(others.flatMap((a) => a.map((m) => m.name)));
+    const mine = (await own.getMetricsAsJSON()).map((m) =>
+      m.aggregator === 'omit' && !named.has(m.name) ? { ...m, aggregator: 'first' as const } : m,
+    );
+    return AggregatorRegistry.aggregate([mine, ...others]).metrics();
+  };
+
+  it("writes what prom-client's aggregate writes: every aggregator, shared and one-sided families, label orders", async () => {
+    const node = new Registry();
+    requests(node, 1);
+    (node.getSingleMetric('apphost_gateway_requests_total') as Counter).inc(
+      { project: 'p', app: 'a', mode: 'sync', status: '503' },
+      2,
+    );
+    const durations = (r: Registry, values: number[]) => {
+      const h = new Histogram({
+        name: 'apphost_gateway_request_duration_seconds',
+        help: 'd',
+        labelNames: ['project', 'app', 'mode'],
+        buckets: [0.1, 1],
+        registers: [r],
+      });
+      for (const v of values) h.observe({ project: 'p', app: 'a', mode: 'sync' }, v);
+    };
+    durations(node, [0.05, 2]);
+    const gauge = (r: Registry, name: string, aggregator: MetricsJson[number]['aggregator'], v: number) =>
+      new Gauge({ name, help: `${aggregator} \\ "h"`, aggregator, labelNames: ['k'], registers: [r] }).set(
+        { k: 'v"1' },
+        v,
+      );
+    for (const [name, aggregator] of [
+      ['g_first', 'first'],
+      ['g_min', 'min'],
+      ['g_max', 'max'],
+      ['g_average', 'average'],
+      ['g_omit_both', 'omit'],
+    ] as const)
+      gauge(node, name, aggregator, 3);
+    new Gauge({ name: 'process_start_time_seconds', help: 's', aggregator: 'omit', registers: [node] }).set(
+      1,
+    );
+    new Counter({ name: 'node_only_empty_total', help: 'e', registers: [node] });
+
+    const dp = new Registry();
+    requests(dp, 40);
+    durations(dp, [0.5]);
+    for (const name of ['g_first', 'g_min', 'g_max', 'g_average', 'g_omit_both'] as const)
+      gauge(dp, name, 'sum', 11);
+    new Counter({
+      name: 'dp_only_total',
+      help: 'only the data plane',
+      labelNames: ['r'],
+      registers: [dp],
+    }).inc({ r: 'x' }, 4);
+    const dpJson = await dp.getMetricsAsJSON();
+    // A third process: the same series with its labels in another order, a new series, a family of its own
+    // shared with no one but the data plane, and one it alone has that says omit.
+    // (As JSON crosses the channel: no collect function, `type` by its name.)
+    const third = [
+      {
+        name: 'apphost_gateway_requests_total',
+        help: 'other help',
+        type: 'counter',
+        aggregator: 'sum',
+        values: [
+          { labels: { status: '200', mode: 'sync', app: 'a', project: 'p' }, value: 100 },
+          { labels: { project: 'p', app: 'b', mode: 'sync', status: '200' }, value: 7 },
+        ],
+      },
+      {
+        name: 'dp_only_total',
+        help: 'x',
+        type: 'counter',
+        aggregator: 'max',
+        values: [{ labels: { r: 'x' }, value: 1 }],
+      },
+      {
+        name: 'third_omit',
+        help: 'o',
+        type: 'gauge',
+        aggregator: 'omit',
+        values: [{ labels: {}, value: 1 }],
+      },
+    ] as unknown as MetricsJson;
+    const expected = await prometheusClients(node, [dpJson, third]);
+    const text = await mergedMetrics(node, [
+      Promise.resolve(dpJson),
+      Promise.resolve(undefined),
+      Promise.resolve(third),
+    ]);
+    expect(text).toBe(expected);
+    expect(text).toContain(
+      'apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 141',
+    );
+    expect(text).toContain(
+      'apphost_gateway_request_duration_seconds_bucket{le="1",project="p",app="a",mode="sync"} 2',
+    );
+    expect(text).toContain('g_average{k="v\\"1"} 7');
+    expect(text).toContain('dp_only_total{r="x"} 5');
+    expect(text).toContain('process_start_time_seconds 1');
+    expect(text).not.toContain('g_omit_both');
+    expect(text).not.toContain('third_omit');
+    // Node alone (nothing answered): its registry's own text.
+    expect(await mergedMetrics(node, [Promise.resolve(undefined)])).toBe(await prometheusClients(node, []));
   });
 
   it('omits a series every side reports whose aggregator says so (several processes, processes.ts)', async () => {

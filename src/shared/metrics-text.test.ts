@@ -1,0 +1,87 @@
+import {
+  AggregatorRegistry,
+  Counter,
+  collectDefaultMetrics,
+  Gauge,
+  Histogram,
+  Registry,
+  Summary,
+} from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { metricsText, registryText } from './metrics-text.ts';
+
+/** A registry with every kind of metric and every character prom-client escapes. */
+function everyKind(): Registry {
+  const r = new Registry();
+  const c = new Counter({
+    name: 'calls_total',
+    help: 'Calls by "app" \\ a help text over\ntwo lines',
+    labelNames: ['project', 'app', 'status'],
+    registers: [r],
+  });
+  c.inc({ project: 'p', app: 'a', status: 200 }, 3);
+  c.inc({ project: 'p', app: 'quote " back \\ new\nline', status: '503' });
+  new Counter({ name: 'never_counted_total', help: 'no series yet', labelNames: ['x'], registers: [r] });
+  new Counter({ name: 'bare_total', help: 'no labels', registers: [r] }).inc(0.5);
+  const g = new Gauge({ name: 'levels', help: 'odd values', labelNames: ['which'], registers: [r] });
+  g.set({ which: 'nan' }, Number.NaN);
+  g.set({ which: 'inf' }, Number.POSITIVE_INFINITY);
+  g.set({ which: '-inf' }, Number.NEGATIVE_INFINITY);
+  g.set({ which: 'tiny' }, 1.5e-9);
+  g.set({ which: 'big' }, 2 ** 60);
+  g.set({ which: 'negative zero' }, -0);
+  new Gauge({
+    name: 'collected',
+    help: 'set at a scrape',
+    registers: [r],
+    collect() {
+      this.set(7);
+    },
+  });
+  const h = new Histogram({
+    name: 'duration_seconds',
+    help: 'a histogram',
+    labelNames: ['app', 'mode'],
+    buckets: [0.005, 0.1, 1, 2.5],
+    registers: [r],
+  });
+  h.observe({ app: 'a', mode: 'sync' }, 0.05);
+  h.observe({ app: 'a', mode: 'sync' }, 3);
+  h.observe({ app: 'b', mode: 'async' }, 0.001);
+  new Histogram({ name: 'unlabelled_seconds', help: 'h', buckets: [1], registers: [r] }).observe(0.5);
+  const s = new Summary({
+    name: 'sizes_bytes',
+    help: 'a summary',
+    labelNames: ['app'],
+    percentiles: [0.5, 0.9],
+    registers: [r],
+  });
+  for (const v of [1, 2, 3, 40]) s.observe({ app: 'a' }, v);
+  return r;
+}
+
+describe('the /metrics text of JSON series', () => {
+  it("is prom-client's own text of the same registry, every kind and escape", async () => {
+    const r = everyKind();
+    const text = await r.metrics();
+    expect(text).toContain('calls_total{project="p",app="quote \\" back \\\\ new\\nline",status="503"} 1');
+    expect(metricsText(await r.getMetricsAsJSON())).toBe(text);
+    expect(await registryText(r).metrics()).toBe(text);
+    expect(registryText(r).contentType).toBe(r.contentType);
+  });
+
+  it("is prom-client's text of the Node.js default metrics' JSON", async () => {
+    const r = new Registry();
+    collectDefaultMetrics({ register: r });
+    // Read once: the default metrics change from one read to the next.
+    const json = await r.getMetricsAsJSON();
+    expect(json.length).toBeGreaterThan(20);
+    // prom-client's writer over the same JSON (aggregate of one list: `omit` would drop the family).
+    const kept = json.map((m) => ({ ...m, aggregator: 'first' as const }));
+    expect(metricsText(json)).toBe(await AggregatorRegistry.aggregate([kept]).metrics());
+  });
+
+  it('of no family is one newline, as an empty registry', async () => {
+    expect(metricsText([])).toBe(await new Registry().metrics());
+  });
+});
