@@ -98,7 +98,7 @@ export interface GatewayProcesses {
   /** The pod's readiness: at least one process listening, and every listening one ready. */
   checks(): ReadinessCheck[];
   /** Every process's metrics and the primary's, one series per process (label `gateway_process`). */
-  metrics(): Promise<string>;
+  metrics(): Promise<Buffer>;
   readonly contentType: string;
   /** SIGTERM to every process (each drains within its own bound); SIGKILL to those left after `boundMs`. */
   stop(boundMs: number): Promise<void>;

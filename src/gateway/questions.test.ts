@@ -93,17 +93,19 @@ describe('the merged /metrics', () => {
     requests(dp, 41);
     const other = new Registry();
     requests(other, 5, '503');
-    const text = await mergedMetrics(node, [
-      dp.getMetricsAsJSON(),
-      Promise.resolve(undefined),
-      other.getMetricsAsJSON() as Promise<MetricsJson>,
-    ]);
+    const text = String(
+      await mergedMetrics(node, [
+        dp.getMetricsAsJSON(),
+        Promise.resolve(undefined),
+        other.getMetricsAsJSON() as Promise<MetricsJson>,
+      ]),
+    );
     expect(text).toContain('apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 42');
     expect(text).toContain('apphost_gateway_requests_total{project="p",app="a",mode="sync",status="503"} 5');
     // Only Node reports its start time: kept, though prom-client omits it when several do.
     expect(text).toContain('process_start_time_seconds 1700000000');
     // Unanswered everywhere: Node's text alone.
-    expect(await mergedMetrics(node, [Promise.resolve(undefined)])).toContain(
+    expect(String(await mergedMetrics(node, [Promise.resolve(undefined)]))).toContain(
       'apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 1',
     );
   });
@@ -195,11 +197,13 @@ describe('the merged /metrics', () => {
       },
     ] as unknown as MetricsJson;
     const expected = await prometheusClients(node, [dpJson, third]);
-    const text = await mergedMetrics(node, [
-      Promise.resolve(dpJson),
-      Promise.resolve(undefined),
-      Promise.resolve(third),
-    ]);
+    const text = String(
+      await mergedMetrics(node, [
+        Promise.resolve(dpJson),
+        Promise.resolve(undefined),
+        Promise.resolve(third),
+      ]),
+    );
     expect(text).toBe(expected);
     expect(text).toContain(
       'apphost_gateway_requests_total{project="p",app="a",mode="sync",status="200"} 141',
@@ -213,14 +217,16 @@ describe('the merged /metrics', () => {
     expect(text).not.toContain('g_omit_both');
     expect(text).not.toContain('third_omit');
     // Node alone (nothing answered): its registry's own text.
-    expect(await mergedMetrics(node, [Promise.resolve(undefined)])).toBe(await prometheusClients(node, []));
+    expect(String(await mergedMetrics(node, [Promise.resolve(undefined)]))).toBe(
+      await prometheusClients(node, []),
+    );
   });
 
   it('omits a series every side reports whose aggregator says so (several processes, processes.ts)', async () => {
     const regs = [new Registry(), new Registry()];
     for (const r of regs)
       new Gauge({ name: 'process_start_time_seconds', help: 's', aggregator: 'omit', registers: [r] }).set(1);
-    const text = await mergedMetrics(regs[0] as Registry, [(regs[1] as Registry).getMetricsAsJSON()]);
+    const text = String(await mergedMetrics(regs[0] as Registry, [(regs[1] as Registry).getMetricsAsJSON()]));
     expect(text).not.toContain('process_start_time_seconds');
   });
 });

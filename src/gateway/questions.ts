@@ -73,7 +73,7 @@ export function createQuestions<A, O>(
 }
 
 /**
- * The pod's /metrics text: `own`'s series summed with every answer that came, as prom-client's
+ * The pod's /metrics text (UTF-8): `own`'s series summed with every answer that came, as prom-client's
  * `AggregatorRegistry.aggregate([own, ...answers]).metrics()` writes them (each family by its aggregator);
  * an unanswered one is left out. A metric of `own` that no answer has is kept as it is, even one whose
  * aggregator is `omit` (prom-client's mark for what several processes cannot share, such as
@@ -87,7 +87,7 @@ export function createQuestions<A, O>(
 export async function mergedMetrics(
   own: Registry,
   answers: Array<Promise<MetricsJson | undefined>>,
-): Promise<string> {
+): Promise<Buffer> {
   const others = (await Promise.all(answers)).filter((a): a is MetricsJson => a !== undefined);
   return metricsText(mergedFamilies(await own.getMetricsAsJSON(), others));
 }

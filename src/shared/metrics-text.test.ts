@@ -65,8 +65,8 @@ describe('the /metrics text of JSON series', () => {
     const r = everyKind();
     const text = await r.metrics();
     expect(text).toContain('calls_total{project="p",app="quote \\" back \\\\ new\\nline",status="503"} 1');
-    expect(metricsText(await r.getMetricsAsJSON())).toBe(text);
-    expect(await registryText(r).metrics()).toBe(text);
+    expect(metricsText(await r.getMetricsAsJSON()).toString()).toBe(text);
+    expect(String(await registryText(r).metrics())).toBe(text);
     expect(registryText(r).contentType).toBe(r.contentType);
   });
 
@@ -78,10 +78,21 @@ describe('the /metrics text of JSON series', () => {
     expect(json.length).toBeGreaterThan(20);
     // prom-client's writer over the same JSON (aggregate of one list: `omit` would drop the family).
     const kept = json.map((m) => ({ ...m, aggregator: 'first' as const }));
-    expect(metricsText(json)).toBe(await AggregatorRegistry.aggregate([kept]).metrics());
+    expect(metricsText(json).toString()).toBe(await AggregatorRegistry.aggregate([kept]).metrics());
+  });
+
+  it('grows past its first guess, UTF-8 beyond Latin-1 included, and a smaller text after a larger one is whole', async () => {
+    const big = new Registry();
+    const g = new Gauge({ name: 'wide', help: 'the app’s “series”', labelNames: ['app'], registers: [big] });
+    for (let i = 0; i < 3000; i++) g.set({ app: `app’${i}-${'é'.repeat(i % 7)}` }, i);
+    const text = await big.metrics();
+    expect(Buffer.byteLength(text)).toBeGreaterThan(100_000);
+    expect(metricsText(await big.getMetricsAsJSON()).toString()).toBe(text);
+    const small = everyKind();
+    expect(metricsText(await small.getMetricsAsJSON()).toString()).toBe(await small.metrics());
   });
 
   it('of no family is one newline, as an empty registry', async () => {
-    expect(metricsText([])).toBe(await new Registry().metrics());
+    expect(metricsText([]).toString()).toBe(await new Registry().metrics());
   });
 });

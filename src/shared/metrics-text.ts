@@ -2,9 +2,9 @@
  * The Prometheus text of series in prom-client's JSON form (`getMetricsAsJSON()`, or what another process
  * sent in that form), byte for byte as prom-client's `Registry.metrics()` writes it for the Prometheus
  * content type: each family's `# HELP` (name and help escaped), `# TYPE` and value lines, families apart by
- * a blank line, one newline at the end. Written into one string, with no array, label object or regular
- * expression per line: prom-client's writer allocates ~20 times the text it writes (the pod's /metrics
- * scrape, docs/benchmarks.md "The /metrics scrape (issue 16, fourteenth round)").
+ * a blank line, one newline at the end. Written as UTF-8 into one buffer, piece by piece, with no array,
+ * label object, regular expression or joined string per line: prom-client's writer allocates ~20 times the
+ * text it writes (docs/benchmarks.md, "The /metrics scrape (issue 16, fourteenth round)").
  *
  * `registry.metrics()` and `metricsText(await registry.getMetricsAsJSON())` are the same text for a
  * registry without default labels (prom-client puts them after a histogram's `le` in its JSON, before it
@@ -23,8 +23,8 @@ const escapeText = (s: string): string =>
   s.includes('\\') || s.includes('\n') ? s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n') : s;
 
 /** prom-client's escapeLabelValue: a string escaped, quotes too; a number as it is. */
-const labelValue = (v: string | number | undefined): string | number | undefined => {
-  if (typeof v !== 'string') return v;
+const labelValue = (v: string | number | undefined): string => {
+  if (typeof v !== 'string') return `${v}`;
   const e = escapeText(v);
   return e.includes('"') ? e.replace(/"/g, '\\"') : e;
 };
@@ -36,36 +36,71 @@ const valueText = (v: number): string => {
   return `${v}`;
 };
 
-/** `out` with one family's lines appended (no newline after its last line). */
-function appendFamily(out: string, m: MetricJson): string {
+/** The size of the last text written: the next one's first guess (the families rarely change). */
+let lastSize = 16 * 1024;
+
+/**
+ * Bytes written one string at a time, each as UTF-8 straight into the buffer: no string is joined (a
+ * help text with a character beyond Latin-1, such as metrics.ts's ’, would make a joined text two bytes
+ * a character, copied whole again to be sent).
+ */
+class Out {
+  buf = Buffer.allocUnsafe(lastSize + 4096);
+  at = 0;
+  put(s: string): void {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    if (this.at + s.length * 3 > this.buf.length) {
+      const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + s.length * 3));
+      this.buf.copy(bigger, 0, 0, this.at);
+      this.buf = bigger;
+    }
+    this.at += this.buf.write(s, this.at);
+  }
+}
+
+function putFamily(out: Out, m: MetricJson): void {
   const name = escapeText(m.name);
-  out += `# HELP ${name} ${escapeText(m.help)}\n# TYPE ${name} ${m.type as unknown as string}`;
+  out.put('# HELP ');
+  out.put(name);
+  out.put(' ');
+  out.put(escapeText(m.help));
+  out.put('\n# TYPE ');
+  out.put(name);
+  out.put(' ');
+  out.put(m.type as unknown as string);
   for (const v of (m.values as ValueJson[] | undefined) ?? []) {
+    out.put('\n');
     // As prom-client's defaults (`metricName = name, labels = {}`): for undefined only.
-    out += `\n${v.metricName === undefined ? name : v.metricName}`;
+    out.put(v.metricName === undefined ? name : `${v.metricName}`);
     let sep = '{';
     const labels = v.labels === undefined ? {} : v.labels;
     for (const k in labels) {
       if (!Object.hasOwn(labels, k)) continue;
-      out += `${sep}${k}="${labelValue(labels[k])}"`;
+      out.put(sep);
+      out.put(k);
+      out.put('="');
+      out.put(labelValue(labels[k]));
+      out.put('"');
       sep = ',';
     }
-    if (sep === ',') out += '}';
-    out += ` ${valueText(v.value)}`;
+    if (sep === ',') out.put('}');
+    out.put(' ');
+    out.put(valueText(v.value));
   }
-  return out;
 }
 
-/** The text of `families`, in their order. */
-export function metricsText(families: Iterable<MetricJson>): string {
-  let out = '';
+/** The text of `families`, in their order, as UTF-8. */
+export function metricsText(families: Iterable<MetricJson>): Buffer {
+  const out = new Out();
   let first = true;
   for (const m of families) {
-    if (!first) out += '\n\n';
+    if (!first) out.put('\n\n');
     first = false;
-    out = appendFamily(out, m);
+    putFamily(out, m);
   }
-  return `${out}\n`;
+  out.put('\n');
+  lastSize = out.at;
+  return out.buf.subarray(0, out.at);
 }
 
 /** A registry (one without default labels) as the ops server's /metrics source, written by `metricsText`. */

@@ -5,9 +5,9 @@
 import { createServer, type Server } from 'node:http';
 import { listen } from './listen.ts';
 
-/** What /metrics serves: a prom-client Registry, or anything that renders the same text. */
+/** What /metrics serves: a prom-client Registry, or anything that renders the same text (or its UTF-8 bytes). */
 export interface MetricsSource {
-  metrics(): Promise<string>;
+  metrics(): Promise<string | Buffer>;
   readonly contentType: string;
 }
 
