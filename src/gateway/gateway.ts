@@ -135,11 +135,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
   let inflight = 0;
   let idle: (() => void) | undefined;
 
+  // One manager for every scrape, without its account-info check: a scrape asks NATS one thing, the
+  // stream's info (without JetStream that fails as the check would, and the gauge is left as it was).
+  let queueJsm: ReturnType<typeof jetstreamManager> | undefined;
   const metrics = createGatewayMetrics(deps.registry, {
     inflight: () => inflight,
     queueDepth: async () => {
-      const jsm = await jetstreamManager(deps.nc, { timeout: QUEUE_DEPTH_TIMEOUT_MS });
-      return (await jsm.streams.info(RUNS_STREAM)).state.messages;
+      queueJsm ??= jetstreamManager(deps.nc, { timeout: QUEUE_DEPTH_TIMEOUT_MS, checkAPI: false });
+      return (await (await queueJsm).streams.info(RUNS_STREAM)).state.messages;
     },
   });
 
