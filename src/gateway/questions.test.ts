@@ -154,6 +154,7 @@ describe('the merged /metrics', () => {
       1,
     );
     new Counter({ name: 'node_only_empty_total', help: 'e', registers: [node] });
+    new Counter({ name: 'both_empty_total', help: "Node's help", labelNames: ['x'], registers: [node] });
 
     const dp = new Registry();
     requests(dp, 40);
@@ -166,6 +167,12 @@ describe('the merged /metrics', () => {
       labelNames: ['r'],
       registers: [dp],
     }).inc({ r: 'x' }, 4);
+    new Counter({
+      name: 'both_empty_total',
+      help: "the data plane's help",
+      labelNames: ['x'],
+      registers: [dp],
+    });
     const dpJson = await dp.getMetricsAsJSON();
     // A third process: the same series with its labels in another order, a new series, a family of its own
     // shared with no one but the data plane, and one it alone has that says omit.
@@ -214,6 +221,7 @@ describe('the merged /metrics', () => {
     expect(text).toContain('g_average{k="v\\"1"} 7');
     expect(text).toContain('dp_only_total{r="x"} 5');
     expect(text).toContain('process_start_time_seconds 1');
+    expect(text).toContain("# HELP both_empty_total Node's help\n# TYPE both_empty_total counter\n\n");
     expect(text).not.toContain('g_omit_both');
     expect(text).not.toContain('third_omit');
     // Node alone (nothing answered): its registry's own text.

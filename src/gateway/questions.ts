@@ -144,6 +144,8 @@ export function mergedFamilies(mine: MetricsJson, others: MetricsJson[]): Metric
 /** One family of several lists, as prom-client's AggregatorFactory combines it. */
 function combined(family: MetricJson[], aggregator: Exclude<Aggregator, 'omit'>): MetricJson {
   const first = family[0] as MetricJson;
+  // (Idle: most of the data plane's families have no series yet, nor have Node's.)
+  if (family.every((m) => m.values.length === 0)) return { ...first, aggregator, values: [] };
   const series = new Map<
     string,
     { first: MetricValue<string> & { metricName?: string }; values: number[] }
