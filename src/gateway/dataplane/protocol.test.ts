@@ -8,6 +8,7 @@ import {
   FrameDecoder,
   frame,
   type Message,
+  MetricsWireSchema,
   ProtocolError,
   ProtocolErrorCode,
   parsePayload,
@@ -132,6 +133,64 @@ describe('the frame codec', () => {
     }
     expect(message).toMatch(/^frame_malformed: token\./);
     expect(message).not.toContain(secretish);
+  });
+});
+
+describe("the metrics answer's series (read in place, not copied)", () => {
+  const series = () => [
+    {
+      name: 'apphost_gateway_request_duration_seconds',
+      help: 'h',
+      type: 'histogram',
+      aggregator: 'sum',
+      values: [
+        {
+          labels: { le: 0.005, app: 'a' },
+          value: 1,
+          metricName: 'apphost_gateway_request_duration_seconds_bucket',
+        },
+        { labels: { app: 'a' }, value: 0.25, metricName: 'apphost_gateway_request_duration_seconds_sum' },
+      ],
+    },
+    { name: 'g', help: '', type: 'gauge', aggregator: 'omit', values: [{ labels: {}, value: -3 }] },
+  ];
+  const read = (metrics: unknown) =>
+    parsePayload(Buffer.from(JSON.stringify({ v: 1, type: 'metrics', id: 1, metrics })), 'node');
+
+  it('takes and refuses exactly what the schema does, whatever field is wrong and how', () => {
+    const wrong: unknown[] = [undefined, null, 'x', 7, 1.5, true, {}, [], [1], { a: {} }, 'median', 'info'];
+    // Every place in `series()` a wrong value can go: [family, field] or [family, 'values', value, field].
+    const places: Array<Array<string | number>> = [[], [0], [1]];
+    for (const f of [0, 1])
+      for (const k of ['name', 'help', 'type', 'aggregator', 'values']) places.push([f, k]);
+    for (const k of ['labels', 'value', 'metricName']) places.push([0, 'values', 0, k], [1, 'values', 0, k]);
+    places.push([0, 'values', 0], [0, 'values', 0, 'labels', 'app'], [0, 'values', 0, 'labels', 'le']);
+    let refused = 0;
+    for (const place of places)
+      for (const w of wrong) {
+        const s = series() as unknown as Record<string | number, unknown>;
+        let at: Record<string | number, unknown> = s;
+        for (const k of place.slice(0, -1)) at = at[k] as Record<string | number, unknown>;
+        const last = place.at(-1);
+        // As the frame's JSON carries it (undefined: the field absent; the whole list: null).
+        if (last === undefined) at = { list: w ?? null };
+        else at[last] = w;
+        const sent = JSON.parse(JSON.stringify(last === undefined ? at.list : s)) as unknown;
+        const schema = MetricsWireSchema.safeParse(sent);
+        if (schema.success) expect((read(sent) as { metrics: unknown }).metrics).toEqual(schema.data);
+        else {
+          refused++;
+          expect(
+            codeOf(() => read(sent)),
+            JSON.stringify({ place, w }),
+          ).toBe('frame_malformed');
+        }
+      }
+    expect(refused).toBeGreaterThan(150);
+  });
+
+  it("passes the frame's series on as they are", () => {
+    expect((read(series()) as { metrics: unknown }).metrics).toEqual(series());
   });
 });
 

@@ -124,18 +124,62 @@ const SyncCallWire = z.object({
  * `AggregatorRegistry.aggregate` reads. The aggregator must be one prom-client has, else the merge
  * would throw at a scrape; a value is any JSON number (a histogram's sum is fractional).
  */
-const MetricSchema = z.object({
-  name: z.string(),
-  help: z.string(),
-  type: z.enum(['counter', 'gauge', 'histogram', 'summary']),
-  aggregator: z.enum(['sum', 'first', 'min', 'max', 'average', 'omit']),
-  values: z.array(
-    z.object({
-      labels: z.record(z.string(), z.union([z.string(), z.number()])),
-      value: z.number(),
-      metricName: z.string().optional(),
-    }),
-  ),
+const METRIC_TYPES = ['counter', 'gauge', 'histogram', 'summary'] as const;
+const AGGREGATORS = ['sum', 'first', 'min', 'max', 'average', 'omit'] as const;
+export const MetricsWireSchema = z.array(
+  z.object({
+    name: z.string(),
+    help: z.string(),
+    type: z.enum(METRIC_TYPES),
+    aggregator: z.enum(AGGREGATORS),
+    values: z.array(
+      z.object({
+        labels: z.record(z.string(), z.union([z.string(), z.number()])),
+        value: z.number(),
+        metricName: z.string().optional(),
+      }),
+    ),
+  }),
+);
+type MetricsWire = z.output<typeof MetricsWireSchema>;
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+/** JSON's numbers are finite; zod's z.number() takes no other. */
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+/** Whether `v` is what MetricsWireSchema takes (never true of what it refuses: protocol.test.ts), read in place. */
+function isMetricsWire(v: unknown): v is MetricsWire {
+  if (!Array.isArray(v)) return false;
+  for (const m of v) {
+    if (!isObject(m) || typeof m.name !== 'string' || typeof m.help !== 'string') return false;
+    if (!(METRIC_TYPES as readonly unknown[]).includes(m.type)) return false;
+    if (!(AGGREGATORS as readonly unknown[]).includes(m.aggregator)) return false;
+    if (!Array.isArray(m.values)) return false;
+    for (const x of m.values) {
+      if (!isObject(x) || !isNumber(x.value) || !isObject(x.labels)) return false;
+      if (x.metricName !== undefined && typeof x.metricName !== 'string') return false;
+      for (const k in x.labels) {
+        const l = x.labels[k];
+        if (typeof l !== 'string' && !isNumber(l)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/**
+ * The `metrics` answer's series: checked in place and passed on as they are (zod's parse copies every
+ * object and label set: ~30 times the frame's bytes allocated, at every scrape); only what that check
+ * refuses goes through MetricsWireSchema, for its issue (the same refusals, the same messages).
+ */
+const MetricsWire = z.unknown().transform((v, ctx): MetricsWire => {
+  if (isMetricsWire(v)) return v;
+  const parsed = MetricsWireSchema.safeParse(v);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues)
+    ctx.issues.push({ code: 'custom', message: issue.message, path: issue.path, input: v });
+  return z.NEVER;
 });
 
 const schemas = {
@@ -151,7 +195,7 @@ const schemas = {
   /** Admitted sync-call records, batched (RECORDS_BATCH_MAX / RECORDS_BATCH_MS in native/dataplane). */
   records: z.object({ records: z.array(SyncCallWire) }),
   /** The answer to `ask-metrics` with the same id: the data plane's series (design §5). */
-  metrics: z.object({ id: uint(), metrics: z.array(MetricSchema) }),
+  metrics: z.object({ id: uint(), metrics: MetricsWire }),
   // Node → data plane
   ping: z.object({ id: uint() }),
   config: z.object({
