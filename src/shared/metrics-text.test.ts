@@ -70,12 +70,23 @@ describe('the /metrics text of JSON series', () => {
     expect(registryText(r).contentType).toBe(r.contentType);
   });
 
-  it("is prom-client's text of the Node.js default metrics' JSON", async () => {
+  it("is prom-client's text of the Node.js default metrics' JSON, and of a family another process sent", async () => {
     const r = new Registry();
     collectDefaultMetrics({ register: r });
     // Read once: the default metrics change from one read to the next.
     const json = await r.getMetricsAsJSON();
     expect(json.length).toBeGreaterThan(20);
+    // And a family as another process may send it: a name to escape (no registry takes one), a metricName.
+    json.push({
+      name: 'sent\\by\nanother',
+      help: 'h',
+      type: 'gauge',
+      aggregator: 'sum',
+      values: [
+        { labels: {}, value: 1 },
+        { labels: { a: 1 }, value: 2, metricName: 'its_own' },
+      ],
+    } as unknown as (typeof json)[number]);
     // prom-client's writer over the same JSON (aggregate of one list: `omit` would drop the family).
     const kept = json.map((m) => ({ ...m, aggregator: 'first' as const }));
     expect(metricsText(json).toString()).toBe(await AggregatorRegistry.aggregate([kept]).metrics());
