@@ -8,7 +8,11 @@
  * peak RSS (VmHWM, warm-up included), and with
  * `ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp` the bytes its scavenges promoted per request; nats-server's env
  * (the chart's nats.bundled.goRuntime), CPU per accept and peak RSS. Settings: ACCEPT_TAIL_SECONDS (8), ACCEPT_TAIL_WARMUP_SECONDS (3),
- * BENCH_CONNECTIONS (32), ACCEPT_TAIL_NODE_ARGS (more gateway flags, after the chart's). Nothing is
+ * BENCH_CONNECTIONS (32), ACCEPT_TAIL_NODE_ARGS (more gateway flags, after the chart's),
+ * ACCEPT_TAIL_DATA_PLANE (node; `native`: the gateway as `make bench`'s native 202 row runs it, build/bin's
+ * data plane on its port handing the async connections to Node whole, design §3a; the data plane's CPU per
+ * accept is then printed beside Node's). Also printed: the event loop's late turns (a 5 ms timer over 1 ms
+ * late) in the window, and the share of the slowest 1% that overlapped one on no GC pause. Nothing is
  * written to RESULTS.md. Take the bench lock (docs/benchmarks.md#where-the-202s-tail-comes-from-issue-16-eighth-round).
  */
 import { readFileSync } from 'node:fs';
@@ -22,6 +26,8 @@ import {
   procCpuSeconds,
   procStatusBytes,
   REPO_ROOT,
+  treeCpuSeconds,
+  writeSyscalls,
 } from './support/parts.ts';
 import { envNumber, loadAverageNow } from './support/report.ts';
 import { fmtBytes, fmtMs, fmtRate, percentile } from './support/stats.ts';
@@ -40,6 +46,7 @@ import { ECHO_BODY } from './sync-overhead.ts';
 const SECONDS = envNumber('ACCEPT_TAIL_SECONDS', 8);
 const WARMUP = envNumber('ACCEPT_TAIL_WARMUP_SECONDS', 3);
 const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32);
+const NATIVE = (process.env.ACCEPT_TAIL_DATA_PLANE ?? 'node') === 'native';
 
 const { parts, probeFile } = probedParts('accept-tail', 'ACCEPT_TAIL_NODE_ARGS');
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);
@@ -51,6 +58,8 @@ let x: Awaited<ReturnType<typeof loadGen.run>>;
 let natsPeak = 0;
 let gwPeak = 0;
 let cpu = 0;
+let dataPlaneCpu = 0;
+let writes = 0;
 let gatewayLog = '';
 let natsCpuMs = 0;
 try {
@@ -58,7 +67,7 @@ try {
   process.env.GODEBUG = 'gctrace=1';
   const nats = await parts.nats();
   delete process.env.GODEBUG;
-  const [gw, token] = await Promise.all([parts.gateway(), parts.token()]);
+  const [gw, token] = await Promise.all([NATIVE ? parts.gatewayNative() : parts.gateway(), parts.token()]);
   const spec = {
     url: `${gw.url}/v4/${PROJECT}/${APP}/echo?async=true`,
     method: 'POST' as const,
@@ -71,9 +80,14 @@ try {
   const natsPid = natsServerPid(nats.port);
   const cpu0 = procCpuSeconds(natsPid);
   const gwCpu0 = procCpuSeconds(gw.pid);
+  const treeCpu0 = treeCpuSeconds(gw.pid);
+  const writes0 = writeSyscalls(gw.pid);
   window = { start: monoUs(), end: 0 };
   x = await loadGen.run({ ...spec, durationSeconds: SECONDS });
   cpu = procCpuSeconds(gw.pid) - gwCpu0;
+  writes = writeSyscalls(gw.pid) - writes0;
+  // Native mode: the data plane is Node's child; what the tree spent beyond Node is its.
+  dataPlaneCpu = treeCpuSeconds(gw.pid) - treeCpu0 - cpu;
   window.end = monoUs();
   gwPeak = procStatusBytes(gw.pid, 'VmHWM');
   natsCpuMs = (procCpuSeconds(natsPid) - cpu0) * 1000;
@@ -82,7 +96,7 @@ try {
 } finally {
   await parts.stop();
 }
-gatewayLog = readFileSync(join(parts.logDir, 'gateway.log'), 'utf8');
+gatewayLog = readFileSync(join(parts.logDir, NATIVE ? 'gateway-native.log' : 'gateway.log'), 'utf8');
 
 const probe = readProbe(probeFile);
 const accepts = probe.requests.filter((r) => r.start >= window.start && r.end > 0 && r.end <= window.end);
@@ -99,6 +113,8 @@ const pauses = (kind: number) =>
   inWindow(gwGcs)
     .filter((g) => g.kind === kind)
     .map(ms);
+const stalls = inWindow(probe.stalls);
+const stallsNotGc = stalls.filter((t) => !overlapsAny(t, gwGcs));
 const lines = [
   `load average ${load0} at the start, ${loadAverageNow()} at the end`,
   `wrk: ${fmtRate(x.rps, 'accepts/s')}, p50 ${fmtMs(x.p50Ms)}, p99 ${fmtMs(x.p99Ms)}, ${x.non2xx + x.errors} errors`,
@@ -120,8 +136,16 @@ const lines = [
     fmtMs(percentile(accepts.filter((s) => !onGw(s) && !onNats(s)).map(ms), 99)),
   `gateway CPU per accept ${((cpu * 1000) / Math.max(1, accepts.length)).toFixed(3)} ms; ` +
     `mark-compacts per 10,000 accepts ${((pauses(4).length * 10_000) / Math.max(1, accepts.length)).toFixed(2)}; ` +
-    `scavenges per 10,000 accepts ${((pauses(1).length * 10_000) / Math.max(1, accepts.length)).toFixed(1)}; peak RSS ${fmtBytes(gwPeak)}`,
+    `scavenges per 10,000 accepts ${((pauses(1).length * 10_000) / Math.max(1, accepts.length)).toFixed(1)}; peak RSS ${fmtBytes(gwPeak)}; ` +
+    `write syscalls per accept ${(writes / Math.max(1, accepts.length)).toFixed(2)}`,
+  `event loop: ${stalls.length} late turns > 1 ms in the window (${stallsNotGc.length} on no GC pause, ` +
+    `max ${fmtMs(stallsNotGc.reduce((m, t) => Math.max(m, ms(t)), 0))}); slowest 1% overlapping one of those: ` +
+    `${share(slowest, (s) => overlapsAny(s, stallsNotGc))}; monitorEventLoopDelay p99 ${fmtMs(probe.loopDelay.p99)} (whole life)`,
 ];
+if (NATIVE)
+  lines.push(
+    `data plane CPU per accept ${((dataPlaneCpu * 1000) / Math.max(1, accepts.length)).toFixed(4)} ms (Node's above)`,
+  );
 // With ACCEPT_TAIL_NODE_ARGS=--trace-gc-nvp: what the scavenges promoted over the gateway's life (warm-up included).
 const promoted = [...gatewayLog.matchAll(/\bgc=s\b.*?\bpromoted=(\d+)/g)].map((m) => Number(m[1]));
 if (promoted.length > 0) {
