@@ -4,12 +4,17 @@
  * rate. The run worker is off in the benchmark gateway, so the figure is the accept path alone; the RUNS
  * stream's message count is checked against the 202s counted by the load generator. Then a second
  * gateway process with its run worker on executes the queued runs against the runtime, timed until
- * RUNS is empty: executed runs/s. Last, the same accept load through the gateway with the Rust data
- * plane on its port (every `?async=true` call handed to Node over the hand-off socket, design §9): its
- * own row, after the worker's, so the worker's backlog is the node-mode gateway's alone.
+ * RUNS is empty: executed runs/s. The same accept load through the gateway with the Rust data plane on
+ * its port (the default install; an async-first connection handed to Node whole, design §3a) has two rows:
+ * - on a nats-server of its own with an empty store, the state the node-mode row starts from, so the two
+ *   modes are compared on the same NATS (this is the row issue 16's goal reads);
+ * - on the node-mode row's server after the worker's drain, which holds what ~250k kept runs leave (run
+ *   records, the duplicate-id window, block buffers: a Go heap at its GOMEMLIMIT, whose collection cycles
+ *   land in the row's tail; docs/benchmarks.md, "The native 202's tail"). Measured after the worker's row,
+ *   so the worker's backlog is the node-mode gateway's alone.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DEFAULT_RUN_WORKER_SETTINGS } from '../src/runs/settings.ts';
 import { RUNS_STREAM } from '../src/shared/contracts/messaging.ts';
 import { type BenchContext, errorNote } from './support/context.ts';
@@ -104,8 +109,7 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
   const [gw, token, nats] = await Promise.all([ctx.parts.gateway(), ctx.parts.token(), ctx.parts.nats()]);
   const nc = await connect({ servers: nats.url });
   try {
-    const jsm = await jetstreamManager(nc);
-    const messages = async () => (await jsm.streams.info(RUNS_STREAM)).state.messages;
+    const messages = await runsCount(nc);
     await measureAccept(
       ctx,
       gw,
@@ -114,6 +118,7 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
       messages,
       'gateway CPU (user+system, /proc/<pid>/stat)',
     );
+    await measureNativeOnFreshNats(ctx, token);
     // The queued runs, executed: a gateway process with its run worker on drains RUNS (work-queue
     // retention: an executed, acknowledged run leaves the stream).
     const backlog = await messages();
@@ -148,16 +153,44 @@ export async function asyncAccept(ctx: BenchContext): Promise<void> {
 
     const native = await ctx.parts.gatewayNative().catch((e: unknown) => e as Error);
     if (native instanceof Error)
-      report.unavailable('async', 'gateway (native data plane) 202 accept', native.message);
+      report.unavailable(
+        'async',
+        "gateway (native data plane) 202 accept, NATS after the worker's drain",
+        native.message,
+      );
     else
       await measureAccept(
         ctx,
         native,
-        'gateway (native data plane) 202 accept (JetStream)',
+        "gateway (native data plane) 202 accept (JetStream, NATS after the worker's drain)",
         token,
         messages,
-        'CPU of Node and the data plane added up',
+        NATIVE_CPU_NOTE,
       );
+  } finally {
+    await nc.close();
+  }
+}
+
+const NATIVE_CPU_NOTE = 'CPU of Node and the data plane added up';
+
+/** The RUNS stream's message count on the server `nc` is connected to. */
+async function runsCount(nc: NatsConnection): Promise<() => Promise<number>> {
+  const jsm = await jetstreamManager(nc);
+  return async () => (await jsm.streams.info(RUNS_STREAM)).state.messages;
+}
+
+/** The native gateway's 202 row on a nats-server with an empty store, as the node-mode row had. */
+async function measureNativeOnFreshNats(ctx: BenchContext, token: string): Promise<void> {
+  const variant = 'gateway (native data plane) 202 accept (JetStream, fresh NATS)';
+  const fresh = await ctx.parts.gatewayNativeOnFreshNats().catch((e: unknown) => e as Error);
+  if (fresh instanceof Error) {
+    ctx.report.unavailable('async', variant, fresh.message);
+    return;
+  }
+  const nc = await connect({ servers: fresh.nats.url });
+  try {
+    await measureAccept(ctx, fresh.gateway, variant, token, await runsCount(nc), NATIVE_CPU_NOTE);
   } finally {
     await nc.close();
   }

@@ -339,6 +339,12 @@ export interface Parts {
   startNativeGateway(name: string, entry: string, bin: string, nodeArgs: string[]): Promise<GatewayChild>;
   /** The same in node mode (no data plane): from `entry` with `nodeArgs`; the caller stops it (bench/ops-alloc.ts). */
   startNodeGateway(name: string, entry: string, nodeArgs: string[]): Promise<GatewayChild>;
+  /**
+   * A nats-server of its own with an empty store (the chart's Go env), and the same native gateway as
+   * `gatewayNative()` on it: a row that must start from a fresh JetStream, as the first rows on `nats()` do
+   * (bench/async-accept.ts). Both are stopped with the rest.
+   */
+  gatewayNativeOnFreshNats(): Promise<{ gateway: GatewayChild; nats: NatsServer }>;
   /** A bare Node proxy (node:http + undici dispatch) to the runtime: the floor of the sync rows. */
   bareProxy(): Promise<BareProxy>;
   /** A run token for PROJECT, valid for the whole run. */
@@ -466,12 +472,28 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     return g;
   });
 
-  const gatewayNative = once(async () => {
+  const dataPlaneBin = () => {
     const bin = join(REPO_ROOT, 'build', 'bin', 'apphost-dataplane');
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`make build-native\``);
-    const g = await startGateway('gateway-native', false, true, 1, nativeEnv(bin));
+    return bin;
+  };
+
+  const gatewayNative = once(async () => {
+    const g = await startGateway('gateway-native', false, true, 1, nativeEnv(dataPlaneBin()));
     stops.push(() => g.proc.stop(STOP_GRACE_MS));
     return g;
+  });
+
+  const gatewayNativeOnFreshNats = once(async () => {
+    const bin = dataPlaneBin();
+    const n = await startNats({ env: chartNatsEnv() });
+    stops.push(() => n.stop());
+    const g = await startGateway('gateway-native-fresh-nats', false, true, 1, {
+      ...nativeEnv(bin),
+      NATS_URL: n.url,
+    });
+    stops.push(() => g.proc.stop(STOP_GRACE_MS));
+    return { gateway: g, nats: n };
   });
 
   const gatewayTwoProcesses = once(async () => {
@@ -515,6 +537,7 @@ export function createParts(opts: { gatewayLogLevel: string; gatewayNodeArgs: st
     startNativeGateway: (name, entry, bin, nodeArgs) =>
       startGateway(name, false, true, 1, nativeEnv(bin), { entry, nodeArgs }),
     startNodeGateway: (name, entry, nodeArgs) => startGateway(name, false, true, 1, {}, { entry, nodeArgs }),
+    gatewayNativeOnFreshNats,
     bareProxy,
     token,
     async stop() {
