@@ -230,6 +230,65 @@ describe('the merged /metrics', () => {
     );
   });
 
+  it("combines a series three sides report over all three, by the first side's aggregator", async () => {
+    // Two sides cannot tell an average over the sides from one over two, nor the first from the last.
+    const levels = (aggregator: MetricsJson[number]['aggregator'], values: number[]) =>
+      values.map((v, i) => ({
+        name: `g_${aggregator}`,
+        help: 'h',
+        type: 'gauge',
+        aggregator: i === 0 ? aggregator : 'sum',
+        values: [{ labels: { k: 'v' }, value: v }],
+      }));
+    const sides: MetricsJson[] = [[], [], []];
+    for (const [aggregator, values] of [
+      ['average', [3, 11, 1]],
+      ['first', [3, 11, 1]],
+      ['min', [3, 1, 11]],
+      ['max', [3, 11, 1]],
+      ['sum', [3, 11, 1]],
+    ] as const)
+      levels(aggregator, [...values]).forEach((m, i) => {
+        (sides[i] as unknown[]).push(m);
+      });
+    const node = new Registry();
+    const [, dp, third] = sides as [MetricsJson, MetricsJson, MetricsJson];
+    // Node's own side as JSON (a registry cannot be built from JSON): its families through `mine`.
+    node.getMetricsAsJSON = async () => sides[0] as MetricsJson;
+    const text = String(await mergedMetrics(node, [Promise.resolve(dp), Promise.resolve(third)]));
+    expect(text).toBe(await prometheusClients(node, [dp, third]));
+    expect(text).toContain('g_average{k="v"} 5\n');
+    expect(text).toContain('g_first{k="v"} 3\n');
+    expect(text).toContain('g_min{k="v"} 1\n');
+    expect(text).toContain('g_max{k="v"} 11\n');
+    expect(text).toContain('g_sum{k="v"} 15\n');
+  });
+
+  it('refuses an aggregator prom-client does not have, as its aggregate did (a scrape answers 500)', async () => {
+    const odd = (name: string): MetricsJson[number] =>
+      ({
+        name,
+        help: 'h',
+        type: 'gauge',
+        aggregator: 'median',
+        values: [],
+      }) as unknown as MetricsJson[number];
+    const node = new Registry();
+    // Node's alone, and one several sides list whose first side names it.
+    node.getMetricsAsJSON = async () => [odd('mine_only')];
+    await expect(mergedMetrics(node, [])).rejects.toThrow("'median' is not a defined aggregator.");
+    await expect(prometheusClients(node, [])).rejects.toThrow("'median' is not a defined aggregator.");
+    node.getMetricsAsJSON = async () => [odd('shared')];
+    const other = [{ ...odd('shared'), aggregator: 'sum' }] as MetricsJson;
+    await expect(mergedMetrics(node, [Promise.resolve(other)])).rejects.toThrow(
+      "'median' is not a defined aggregator.",
+    );
+    // And one only another side lists.
+    await expect(mergedMetrics(new Registry(), [Promise.resolve([odd('theirs')])])).rejects.toThrow(
+      "'median' is not a defined aggregator.",
+    );
+  });
+
   it('omits a series every side reports whose aggregator says so (several processes, processes.ts)', async () => {
     const regs = [new Registry(), new Registry()];
     for (const r of regs)
