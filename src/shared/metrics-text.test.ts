@@ -103,6 +103,33 @@ describe('the /metrics text of JSON series', () => {
     expect(metricsText(await small.getMetricsAsJSON()).toString()).toBe(await small.metrics());
   });
 
+  it('escapes a newline with no backslash beside it, and a backslash with no newline, in help and label values', async () => {
+    // (everyKind's strings have both: a writer escaping only when it sees the other would pass it.)
+    const r = new Registry();
+    const g = new Gauge({ name: 'escapes', help: 'two\nlines', labelNames: ['v'], registers: [r] });
+    g.set({ v: 'a\nb' }, 1);
+    g.set({ v: 'a\\b' }, 2);
+    new Gauge({ name: 'escapes_back', help: 'back\\slash', registers: [r] }).set(3);
+    const text = await r.metrics();
+    expect(text).toContain('# HELP escapes two\\nlines\n');
+    expect(text).toContain('escapes{v="a\\nb"} 1\n');
+    expect(metricsText(await r.getMetricsAsJSON()).toString()).toBe(text);
+  });
+
+  it('makes room by bytes, not characters: a string of three-byte characters that fits only by its length', async () => {
+    // The first guess is the last text's size plus 4 KiB: after an empty text, 2,000 ’ (6,000 bytes) fit
+    // by their length alone; a buffer that grew past it must not have cut them.
+    for (const n of [1_500, 2_000, 100_000]) {
+      const r = new Registry();
+      new Gauge({ name: 'long_help', help: '’'.repeat(n), registers: [r] }).set(1);
+      const text = await r.metrics();
+      metricsText([]);
+      const written = metricsText(await r.getMetricsAsJSON());
+      expect(written.length).toBe(Buffer.byteLength(text));
+      expect(written.toString()).toBe(text);
+    }
+  });
+
   it('of no family is one newline, as an empty registry', async () => {
     expect(metricsText([]).toString()).toBe(await new Registry().metrics());
   });
