@@ -192,6 +192,21 @@ describe("the metrics answer's series (read in place, not copied)", () => {
   it("passes the frame's series on as they are", () => {
     expect((read(series()) as { metrics: unknown }).metrics).toEqual(series());
   });
+
+  it('refuses a number JSON reads as infinite (1e999), as a value or a label value, as the schema does', () => {
+    // JSON.stringify never writes one (the test above cannot send it): only a frame's own text can.
+    const frameOf = (json: string) =>
+      parsePayload(Buffer.from(`{"v":1,"type":"metrics","id":1,"metrics":${json}}`), 'node');
+    const family = (value: string, label: string) =>
+      `[{"name":"g","help":"h","type":"gauge","aggregator":"sum","values":[{"labels":{"k":${label}},"value":${value}}]}]`;
+    expect(MetricsWireSchema.safeParse(JSON.parse(family('1e999', '1'))).success).toBe(false);
+    expect(codeOf(() => frameOf(family('1e999', '1')))).toBe('frame_malformed');
+    expect(codeOf(() => frameOf(family('-1e999', '1')))).toBe('frame_malformed');
+    expect(codeOf(() => frameOf(family('1', '1e999')))).toBe('frame_malformed');
+    expect((frameOf(family('1e300', '2')) as { metrics: unknown }).metrics).toEqual(
+      JSON.parse(family('1e300', '2')),
+    );
+  });
 });
 
 it('has the same error codes as the Rust side (native/dataplane/src/error.rs)', () => {
