@@ -29,14 +29,13 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { generateSigningKey, issueRunToken } from '../src/shared/run-tokens.ts';
 import { freePort } from '../test/harness/process.ts';
-import { exportCommitTree } from './support/commit-tree.ts';
+import { compileCommitGateways } from './support/commit-tree.ts';
 import { type LoadResult, pickLoadGenerator } from './support/load.ts';
 import {
   APP,
   benchApp,
   chartGatewayMallocEnv,
   chartGatewayNodeOptions,
-  compileGatewayEntry,
   createParts,
   PLATFORM_KEY,
   PROJECT,
@@ -97,20 +96,11 @@ const load = () =>
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 
-/** One tree per commit: its src/, bench/, hack/ (its bundler) and test/harness (which bench imports), this node_modules. */
-const trees = new Map<string, string>();
-for (const { commit } of specs) {
-  if (trees.has(commit)) continue;
-  const dir = exportCommitTree(
-    commit,
-    ['src', 'bench', 'test/harness', 'charts', 'hack', 'tsconfig.json', 'tsconfig.build.json'],
-    'apphost-compare-',
-  );
-  trees.set(commit, dir);
-}
-// Each tree's gateway compiled as the image's dist/ is (compileGatewayEntry), as `make bench` runs it.
-const entries = new Map<string, string>();
-for (const [commit, dir] of trees) entries.set(commit, await compileGatewayEntry(dir));
+// Each commit's gateway from its own tree (this node_modules), compiled as the image's dist/ is, as `make bench` runs it.
+const entries = await compileCommitGateways(
+  specs.map((s) => s.commit),
+  'apphost-compare-',
+);
 
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 const loadGen = pickLoadGenerator(REPO_ROOT, process.env.BENCH_LOAD_TOOL);

@@ -16,8 +16,8 @@
  */
 import { join } from 'node:path';
 import { freePort } from '../test/harness/process.ts';
-import { exportCommitTree } from './support/commit-tree.ts';
-import { compileGatewayEntry, createParts, REPO_ROOT, STOP_GRACE_MS } from './support/parts.ts';
+import { compileCommitGateways } from './support/commit-tree.ts';
+import { createParts, REPO_ROOT, STOP_GRACE_MS } from './support/parts.ts';
 import { envNumber, loadAverageNow } from './support/report.ts';
 
 const ROUNDS = envNumber('OPS_ALLOC_ROUNDS', 3);
@@ -97,16 +97,10 @@ function summarize(head: ProfileNode): { total: number; inclusive: Map<string, n
   return { total: walk(head, new Set()), inclusive };
 }
 
-const entries = new Map<string, string>();
-for (const { commit } of specs) {
-  if (entries.has(commit)) continue;
-  const dir = exportCommitTree(
-    commit,
-    ['src', 'bench', 'test/harness', 'charts', 'hack', 'tsconfig.json', 'tsconfig.build.json'],
-    'apphost-ops-alloc-',
-  );
-  entries.set(commit, await compileGatewayEntry(dir));
-}
+const entries = await compileCommitGateways(
+  specs.map((s) => s.commit),
+  'apphost-ops-alloc-',
+);
 
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 try {

@@ -14,12 +14,11 @@
  * bench`'s settled reading; 0: nothing). Nothing is written to RESULTS.md. Run it under the bench lock. docs/benchmarks.md, "The pod's idle (issue 16, thirteenth round)".
  */
 import { join } from 'node:path';
-import { exportCommitTree } from './support/commit-tree.ts';
+import { compileCommitGateways } from './support/commit-tree.ts';
 import { settleIdle } from './support/idle-traffic.ts';
 import {
   addedRssBytes,
   anonymousBytes,
-  compileGatewayEntry,
   createParts,
   processTree,
   procStatusBytes,
@@ -55,16 +54,10 @@ const mib = (bytes: number) => (bytes / 1048576).toFixed(2);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
 // Each commit's benchmark gateway compiled and bundled as `make bench` does.
-const entries = new Map<string, string>();
-for (const { commit } of specs) {
-  if (entries.has(commit)) continue;
-  const dir = exportCommitTree(
-    commit,
-    ['src', 'bench', 'test/harness', 'charts', 'hack', 'tsconfig.json', 'tsconfig.build.json'],
-    'apphost-pod-idle-',
-  );
-  entries.set(commit, await compileGatewayEntry(dir));
-}
+const entries = await compileCommitGateways(
+  specs.map((s) => s.commit),
+  'apphost-pod-idle-',
+);
 
 const parts = createParts({ gatewayLogLevel: 'warn', gatewayNodeArgs: [] });
 try {
