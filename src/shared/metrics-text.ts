@@ -2,9 +2,8 @@
  * The Prometheus text of series in prom-client's JSON form (`getMetricsAsJSON()`, or what another process
  * sent in that form), byte for byte as prom-client's `Registry.metrics()` writes it for the Prometheus
  * content type: each family's `# HELP` (name and help escaped), `# TYPE` and value lines, families apart by
- * a blank line, one newline at the end. Written as UTF-8 into one buffer, piece by piece, with no array,
- * label object, regular expression or joined string per line: prom-client's writer allocates ~20 times the
- * text it writes (docs/benchmarks.md, "The /metrics scrape (issue 16, fourteenth round)").
+ * a blank line, one newline at the end. Written as UTF-8 into one buffer, a line at a time, with no array,
+ * label object or regular expression per line: prom-client's writer allocates ~20 times the text it writes (docs/benchmarks.md, "The /metrics scrape (issue 16, fourteenth round)").
  *
  * `registry.metrics()` and `metricsText(await registry.getMetricsAsJSON())` are the same text for a
  * registry without default labels (prom-client puts them after a histogram's `le` in its JSON, before it
@@ -40,9 +39,9 @@ const valueText = (v: number): string => {
 let lastSize = 16 * 1024;
 
 /**
- * Bytes written one string at a time, each as UTF-8 straight into the buffer: no string is joined (a
- * help text with a character beyond Latin-1, such as metrics.ts's ’, would make a joined text two bytes
- * a character, copied whole again to be sent).
+ * Bytes written one string at a time, each as UTF-8 straight into the buffer: the whole text is never
+ * joined (a help text with a character beyond Latin-1, such as metrics.ts's ’, would make a joined text
+ * two bytes a character, copied whole again to be sent).
  */
 class Out {
   buf = Buffer.allocUnsafe(lastSize + 4096);
@@ -60,32 +59,22 @@ class Out {
 
 function putFamily(out: Out, m: MetricJson): void {
   const name = escapeText(m.name);
-  out.put('# HELP ');
-  out.put(name);
-  out.put(' ');
-  out.put(escapeText(m.help));
-  out.put('\n# TYPE ');
-  out.put(name);
-  out.put(' ');
-  out.put(m.type as unknown as string);
+  out.put(`# HELP ${name} ${escapeText(m.help)}\n# TYPE ${name} ${m.type as unknown as string}`);
+  // One string per line, not one put per token: a put per token ran thousands of times a scrape, and
+  // after ~7 scrapes V8's optimizing compiler took it, paging ~5 MiB of node's compiler code into an
+  // idle pod (docs/benchmarks.md, "The start-up heap given back").
   for (const v of (m.values as ValueJson[] | undefined) ?? []) {
-    out.put('\n');
     // As prom-client's defaults (`metricName = name, labels = {}`): for undefined only.
-    out.put(v.metricName === undefined ? name : `${v.metricName}`);
+    let line = `\n${v.metricName === undefined ? name : `${v.metricName}`}`;
     let sep = '{';
     const labels = v.labels === undefined ? {} : v.labels;
     for (const k in labels) {
       if (!Object.hasOwn(labels, k)) continue;
-      out.put(sep);
-      out.put(k);
-      out.put('="');
-      out.put(labelValue(labels[k]));
-      out.put('"');
+      line += `${sep}${k}="${labelValue(labels[k])}"`;
       sep = ',';
     }
-    if (sep === ',') out.put('}');
-    out.put(' ');
-    out.put(valueText(v.value));
+    if (sep === ',') line += '}';
+    out.put(`${line} ${valueText(v.value)}`);
   }
 }
 
