@@ -3,7 +3,8 @@
  * sent in that form), byte for byte as prom-client's `Registry.metrics()` writes it for the Prometheus
  * content type: each family's `# HELP` (name and help escaped), `# TYPE` and value lines, families apart by
  * a blank line, one newline at the end. Written as UTF-8 into one buffer, a line at a time, with no array,
- * label object or regular expression per line: prom-client's writer allocates ~20 times the text it writes (docs/benchmarks.md, "The /metrics scrape (issue 16, fourteenth round)").
+ * label object or regular expression per line: prom-client's writer allocates ~20 times the text it writes
+ * (docs/benchmarks.md, "The /metrics scrape (issue 16, fourteenth round)").
  *
  * `registry.metrics()` and `metricsText(await registry.getMetricsAsJSON())` are the same text for a
  * registry without default labels (prom-client puts them after a histogram's `le` in its JSON, before it
