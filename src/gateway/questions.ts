@@ -8,7 +8,7 @@
  * its question was given up (a stopped process resumed) is dropped and never answers a later one.
  */
 import type { MetricValue, Registry } from 'prom-client';
-import { type MetricJson, metricsText } from '../shared/metrics-text.ts';
+import { type MetricJson, metricsText, type ValueJson } from '../shared/metrics-text.ts';
 
 /** Bound on another process's answer to a readiness or metrics question (one scrape of /metrics waits this long at most). */
 export const PROCESS_ANSWER_TIMEOUT_MS = 2_000;
@@ -101,7 +101,12 @@ const combine: Record<Exclude<Aggregator, 'omit'>, (values: number[]) => number>
   min: (v) => v.reduce((p, c) => Math.min(p, c), Number.POSITIVE_INFINITY),
   max: (v) => v.reduce((p, c) => Math.max(p, c), Number.NEGATIVE_INFINITY),
 };
-const isAggregator = (a: string): a is Aggregator => a === 'omit' || Object.hasOwn(combine, a);
+/** A family's aggregator, refused with prom-client's message when it has no such aggregator. */
+function aggregatorOf(m: MetricJson): Aggregator {
+  const a: string = m.aggregator;
+  if (a !== 'omit' && !Object.hasOwn(combine, a)) throw new Error(`'${a}' is not a defined aggregator.`);
+  return a as Aggregator;
+}
 
 /**
  * The families `AggregatorRegistry.aggregate([mine, ...others])` would list, in its order (by name, in
@@ -122,15 +127,14 @@ export function mergedFamilies(mine: MetricsJson, others: MetricsJson[]): Metric
   const out: MetricsJson = [];
   const add = (family: MetricJson[]) => {
     const first = family[0] as MetricJson;
-    if (!isAggregator(first.aggregator))
-      throw new Error(`'${first.aggregator}' is not a defined aggregator.`);
-    if (first.aggregator === 'omit') return;
-    out.push(family.length === 1 ? first : combined(family, first.aggregator));
+    const aggregator = aggregatorOf(first);
+    if (aggregator === 'omit') return;
+    out.push(family.length === 1 ? first : combined(family, aggregator));
   };
   for (const m of mine) {
     const same = theirs.get(m.name);
     if (!same) {
-      if (!isAggregator(m.aggregator)) throw new Error(`'${m.aggregator}' is not a defined aggregator.`);
+      aggregatorOf(m);
       out.push(m);
       continue;
     }
@@ -146,18 +150,15 @@ function combined(family: MetricJson[], aggregator: Exclude<Aggregator, 'omit'>)
   const first = family[0] as MetricJson;
   // (Idle: most of the data plane's families have no series yet, nor have Node's.)
   if (family.every((m) => m.values.length === 0)) return { ...first, aggregator, values: [] };
-  const series = new Map<
-    string,
-    { first: MetricValue<string> & { metricName?: string }; values: number[] }
-  >();
+  const series = new Map<string, { first: ValueJson; values: number[] }>();
   for (const m of family)
-    for (const v of m.values as Array<MetricValue<string> & { metricName?: string }>) {
+    for (const v of m.values as ValueJson[]) {
       const key = `${v.metricName}_${labelsKey(v.labels)}`;
       const s = series.get(key);
       if (s) s.values.push(v.value);
       else series.set(key, { first: v, values: [v.value] });
     }
-  const values: Array<MetricValue<string> & { metricName?: string }> = [];
+  const values: ValueJson[] = [];
   for (const { first: v, values: vs } of series.values())
     values.push({
       value: combine[aggregator](vs),

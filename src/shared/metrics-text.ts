@@ -16,7 +16,7 @@ import type { MetricsSource } from './ops.ts';
 /** One family as `getMetricsAsJSON()` gives it (`type` is the type's name, prom-client's enum aside). */
 export type MetricJson = MetricObjectWithValues<MetricValue<string>>;
 /** One series: a histogram's bucket, sum and count lines carry their own `metricName`. */
-type ValueJson = MetricValue<string> & { metricName?: string };
+export type ValueJson = MetricValue<string> & { metricName?: string };
 
 /** prom-client's escapeString: backslashes and newlines (names, help texts, label values). */
 const escapeText = (s: string): string =>
